@@ -1,0 +1,216 @@
+#include "precsim/formats/format.h"
+
+#include <cmath>
+#include <regex>
+#include <stdexcept>
+
+#include "precsim/formats/rounding.h"
+
+namespace precsim {
+namespace {
+
+Format make(std::string name, int e, int m, int bias, NonFinite nf, bool is_signed = true,
+            bool has_zero = true, FormatKind kind = FormatKind::kFloat) {
+  Format f;
+  f.name = std::move(name);
+  f.exp_bits = e;
+  f.man_bits = m;
+  f.bias = bias;
+  f.nonfinite = nf;
+  f.is_signed = is_signed;
+  f.has_zero = has_zero;
+  f.subnormals = has_zero;
+  f.kind = kind;
+  return f;
+}
+
+// Integers reuse the float machinery as formats with no exponent field: mantissa bits hold the
+// magnitude and the bias puts the quantum at 2^0 (quantum_exp = 1 - bias - man_bits = 0).
+Format make_int(std::string name, int bits) {
+  return make(std::move(name), 0, bits - 1, 2 - bits, NonFinite::kFiniteOnly, true, true,
+              FormatKind::kInt);
+}
+
+std::vector<FormatPreset> build_presets() {
+  using NF = NonFinite;
+  std::vector<FormatPreset> p;
+  p.push_back({make("fp64", 11, 52, 1023, NF::kIeee), {"float64", "double"}});
+  p.push_back({make("fp32", 8, 23, 127, NF::kIeee), {"float32", "float"}});
+  p.push_back({make("tf32", 8, 10, 127, NF::kIeee), {"tensorfloat32"}});
+  p.push_back({make("fp16", 5, 10, 15, NF::kIeee), {"float16", "half"}});
+  p.push_back({make("bf16", 8, 7, 127, NF::kIeee), {"bfloat16"}});
+  p.push_back({make("float8_e4m3fn", 4, 3, 7, NF::kNanOnly), {"e4m3", "e4m3fn", "fp8_e4m3"}});
+  p.push_back({make("float8_e4m3", 4, 3, 7, NF::kIeee), {"e4m3_ieee"}});
+  p.push_back({make("float8_e4m3fnuz", 4, 3, 8, NF::kFnuz), {"e4m3fnuz"}});
+  p.push_back({make("float8_e4m3b11fnuz", 4, 3, 11, NF::kFnuz), {"e4m3b11fnuz"}});
+  p.push_back({make("float8_e5m2", 5, 2, 15, NF::kIeee), {"e5m2", "fp8_e5m2"}});
+  p.push_back({make("float8_e5m2fnuz", 5, 2, 16, NF::kFnuz), {"e5m2fnuz"}});
+  p.push_back({make("float8_e3m4", 3, 4, 3, NF::kIeee), {"e3m4"}});
+  p.push_back({make("float6_e2m3fn", 2, 3, 1, NF::kFiniteOnly), {"e2m3", "fp6_e2m3"}});
+  p.push_back({make("float6_e3m2fn", 3, 2, 3, NF::kFiniteOnly), {"e3m2", "fp6_e3m2"}});
+  p.push_back({make("float4_e2m1fn", 2, 1, 1, NF::kFiniteOnly), {"e2m1", "fp4", "fp4_e2m1"}});
+  p.push_back({make("float8_e8m0fnu", 8, 0, 127, NF::kNanOnly, false, false), {"e8m0", "ue8m0"}});
+  p.push_back({make_int("int8", 8), {"i8"}});
+  p.push_back({make_int("int4", 4), {"i4"}});
+  return p;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::optional<Format> parse_custom(const std::string& spec, std::string* error) {
+  auto fail = [&](const std::string& msg) -> std::optional<Format> {
+    if (error) *error = msg;
+    return std::nullopt;
+  };
+  static const std::regex head(R"(^e(\d{1,2})m(\d{1,2})((:[a-z0-9=+-]+)*)$)");
+  std::smatch mt;
+  if (!std::regex_match(spec, mt, head)) {
+    return fail("unknown format '" + spec + "'; known formats: " + known_format_names() +
+                "; or a custom eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]");
+  }
+  const int e = std::stoi(mt[1]);
+  const int m = std::stoi(mt[2]);
+  if (e < 1 || e > 11) return fail("format '" + spec + "': exponent bits must be 1..11, got " + std::to_string(e));
+  if (m < 0 || m > 52) return fail("format '" + spec + "': mantissa bits must be 0..52, got " + std::to_string(m));
+  Format f = make("", e, m, (1 << (e - 1)) - 1, NonFinite::kIeee);
+  std::string opts = mt[3];
+  size_t pos = 0;
+  while (pos < opts.size()) {
+    size_t next = opts.find(':', pos + 1);
+    std::string o = opts.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    pos = next == std::string::npos ? opts.size() : next;
+    if (o.rfind("bias=", 0) == 0) {
+      try {
+        size_t used = 0;
+        f.bias = std::stoi(o.substr(5), &used);
+        if (used != o.size() - 5) throw std::invalid_argument(o);
+      } catch (const std::exception&) {
+        return fail("format '" + spec + "': bad bias '" + o.substr(5) + "', expected an integer");
+      }
+    } else if (o == "nosub") {
+      f.subnormals = false;
+    } else if (o == "ieee") {
+      f.nonfinite = NonFinite::kIeee;
+    } else if (o == "nanonly" || o == "fn") {
+      f.nonfinite = NonFinite::kNanOnly;
+    } else if (o == "finite") {
+      f.nonfinite = NonFinite::kFiniteOnly;
+    } else if (o == "fnuz") {
+      f.nonfinite = NonFinite::kFnuz;
+    } else if (o == "unsigned") {
+      f.is_signed = false;
+    } else {
+      return fail("format '" + spec + "': unknown option '" + o +
+                  "'; allowed: bias=B, nosub, ieee, nanonly, finite, fnuz, unsigned");
+    }
+  }
+  if (f.nonfinite == NonFinite::kIeee && e < 2)
+    return fail("format '" + spec + "': IEEE non-finite encoding needs at least 2 exponent bits");
+  if (f.nonfinite == NonFinite::kFnuz && !f.is_signed)
+    return fail("format '" + spec + "': fnuz needs a sign bit (its NaN is the negative-zero code)");
+  if (f.nonfinite == NonFinite::kNanOnly && m == 0 && e < 2)
+    return fail("format '" + spec + "': nanonly with no mantissa needs at least 2 exponent bits");
+  // Every value must be a double, so that decode() and the double API are exact.
+  if (f.emax() > 1023 || f.quantum_exp() < -1074)
+    return fail("format '" + spec + "': bias " + std::to_string(f.bias) +
+                " puts its range outside double's (values must lie in 2^-1074..2^1023)");
+  f.name = spec;
+  return f;
+}
+
+}  // namespace
+
+const std::vector<FormatPreset>& format_presets() {
+  static const std::vector<FormatPreset> presets = build_presets();
+  return presets;
+}
+
+std::string known_format_names() {
+  std::string s;
+  for (const auto& p : format_presets()) {
+    if (!s.empty()) s += ", ";
+    s += p.format.name;
+    if (!p.aliases.empty()) {
+      s += " (";
+      for (size_t i = 0; i < p.aliases.size(); ++i) s += (i ? "/" : "") + p.aliases[i];
+      s += ")";
+    }
+  }
+  return s;
+}
+
+std::optional<Format> parse_format(std::string_view spec_in, std::string* error) {
+  const std::string spec = lower(spec_in);
+  for (const auto& p : format_presets()) {
+    if (p.format.name == spec) return p.format;
+    for (const auto& a : p.aliases)
+      if (a == spec) return p.format;
+  }
+  return parse_custom(spec, error);
+}
+
+Format format_by_name(std::string_view spec) {
+  std::string err;
+  auto f = parse_format(spec, &err);
+  if (!f) throw std::invalid_argument(err);
+  return *f;
+}
+
+uint64_t Format::code_mask() const {
+  const int b = bits();
+  return b >= 64 ? ~uint64_t{0} : (uint64_t{1} << b) - 1;
+}
+
+uint64_t Format::max_finite_code() const {
+  const uint64_t all = (uint64_t{1} << (exp_bits + man_bits)) - 1;
+  switch (nonfinite) {
+    case NonFinite::kIeee: return (((uint64_t{1} << exp_bits) - 1) << man_bits) - 1;
+    case NonFinite::kNanOnly: return all - 1;
+    case NonFinite::kFiniteOnly:
+    case NonFinite::kFnuz: return all;
+  }
+  return all;
+}
+
+int Format::emax() const { return std::ilogb(max_finite()); }
+double Format::max_finite() const { return decode(*this, max_finite_code()); }
+double Format::min_normal() const {
+  return kind == FormatKind::kInt ? 1.0 : std::ldexp(1.0, emin());
+}
+double Format::min_subnormal() const { return std::ldexp(1.0, quantum_exp()); }
+double Format::epsilon() const {
+  return kind == FormatKind::kInt ? 1.0 : std::ldexp(1.0, -man_bits);
+}
+
+uint64_t Format::finite_count() const {
+  uint64_t magnitudes = max_finite_code() + 1;
+  if (!subnormals && has_zero && man_bits > 0) magnitudes -= (uint64_t{1} << man_bits) - 1;
+  if (!is_signed) return magnitudes;
+  return has_zero ? 2 * magnitudes - 1 : 2 * magnitudes;
+}
+
+double Format::range_binades() const { return std::log2(max_finite()) - quantum_exp(); }
+
+bool Format::is_canonical(uint64_t code) const {
+  if (code & ~code_mask()) return false;
+  if (kind == FormatKind::kInt) return code != sign_mask();
+  const uint64_t mag = code & ~sign_mask();
+  if (!subnormals && has_zero && (mag >> man_bits) == 0 && mag != 0) return false;
+  return true;
+}
+
+std::string_view to_string(NonFinite nf) {
+  switch (nf) {
+    case NonFinite::kIeee: return "ieee";
+    case NonFinite::kNanOnly: return "nan-only";
+    case NonFinite::kFiniteOnly: return "finite-only";
+    case NonFinite::kFnuz: return "fnuz";
+  }
+  return "?";
+}
+
+}  // namespace precsim

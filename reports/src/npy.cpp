@@ -1,0 +1,101 @@
+#include "precsim/reports/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <stdexcept>
+
+#include "precsim/reports/report.h"
+
+namespace precsim {
+namespace {
+
+[[noreturn]] void bad(const std::filesystem::path& p, const std::string& what) {
+  throw std::invalid_argument("'" + p.string() + "': " + what);
+}
+
+}  // namespace
+
+size_t NpyArray::count() const {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  return n;
+}
+
+size_t NpyArray::item_size() const { return static_cast<size_t>(std::stoul(descr.substr(2))); }
+
+NpyArray read_npy(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad(path, "cannot open (missing or unreadable)");
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    bad(path, "not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  size_t header_len = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    if (!in.read(reinterpret_cast<char*>(b), 2)) bad(path, "truncated header");
+    header_len = b[0] | (size_t{b[1]} << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    if (!in.read(reinterpret_cast<char*>(b), 4)) bad(path, "truncated header");
+    header_len = b[0] | (size_t{b[1]} << 8) | (size_t{b[2]} << 16) | (size_t{b[3]} << 24);
+  } else {
+    bad(path, "unsupported .npy version " + std::to_string(major));
+  }
+  if (header_len > (1u << 20)) bad(path, "header length " + std::to_string(header_len) + " is implausible");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(header_len))) bad(path, "truncated header");
+
+  static const std::regex descr_re(R"('descr'\s*:\s*'([<>|=])([a-zA-Z])(\d+)')");
+  static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");
+  static const std::regex shape_re(R"('shape'\s*:\s*\(([0-9,\s]*)\))");
+  std::smatch m;
+  NpyArray a;
+  if (!std::regex_search(header, m, descr_re))
+    bad(path, "header has no simple 'descr' (structured and object dtypes are not supported)");
+  const std::string endian = m[1], kind = m[2], size = m[3];
+  if (endian == ">") bad(path, "big-endian data is not supported");
+  if (kind == "O") bad(path, "object arrays are not supported");
+  if (std::stoul(size) == 0 || std::stoul(size) > 16) bad(path, "unsupported item size " + size);
+  a.descr = (endian == "=" ? std::string("<") : endian) + kind + size;
+  if (!std::regex_search(header, m, order_re)) bad(path, "header has no 'fortran_order'");
+  a.fortran_order = m[1] == "True";
+  if (!std::regex_search(header, m, shape_re)) bad(path, "header has no 'shape'");
+  const std::string dims = m[1];
+  static const std::regex num_re(R"(\d+)");
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num_re); it != std::sregex_iterator(); ++it) {
+    a.shape.push_back(static_cast<size_t>(std::stoull(it->str())));
+  }
+  const size_t bytes = a.count() * a.item_size();
+  a.data.resize(bytes);
+  if (bytes && !in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(bytes)))
+    bad(path, "truncated data: the header promises " + std::to_string(bytes) + " bytes");
+  return a;
+}
+
+std::string npy_header(const std::string& descr, const std::vector<size_t>& shape) {
+  // NumPy spells a 1-d shape "(N,)" and others "(A, B)".
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string head = "\x93NUMPY";
+  head += '\x01';
+  head += '\x00';
+  const size_t unpadded = head.size() + 2 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  head += static_cast<char>(dict.size() & 0xff);
+  head += static_cast<char>(dict.size() >> 8);
+  return head + dict;
+}
+
+void write_npy(const std::filesystem::path& path, const std::string& descr,
+               const std::vector<size_t>& shape, const void* data, size_t bytes) {
+  std::string content = npy_header(descr, shape);
+  content.append(static_cast<const char*>(data), bytes);
+  write_file_atomic(path, content);
+}
+
+}  // namespace precsim

@@ -1,0 +1,45 @@
+// Shared pieces of the command-line interface: subcommand registration, the --out/--json rule,
+// and the exit-code convention (2: any command-line or input error, 3: no GPU, 1: a check failed).
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "precsim/reports/report.h"
+
+namespace precsim::cli {
+
+// A bad argument, value or input file: the message names the value and what is allowed.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// No usable GPU (exit 3).
+struct NoDevice : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNoDevice = 3;
+
+// Each subcommand file registers itself with a static Registrar; `order` sorts --help.
+using CommandSetup = std::function<void(CLI::App& root)>;
+struct Registrar {
+  Registrar(int order, CommandSetup setup);
+};
+
+// --out FILE, --json, --deterministic.
+void add_output_options(CLI::App* cmd, OutputOptions& o);
+// Checks the --out destination before any long work starts.
+void check_output(const OutputOptions& o);
+// Stamps the command line on a report and applies the --out/--json rule.
+void finish_report(Report& r, const OutputOptions& o);
+
+// The process's argv, for reports.
+int argc();
+const char* const* argv();
+
+}  // namespace precsim::cli
