@@ -87,6 +87,10 @@ TEST(FormatParse, BadSpecsNameTheValueAndTheChoices) {
   EXPECT_NE(err.find("wat"), std::string::npos);
   EXPECT_FALSE(parse_format("e4m3:bias=x", &err));
   EXPECT_FALSE(parse_format("e8m23:bias=-2000", &err));
+  // IEEE needs a mantissa bit to tell NaN from Inf; without one there is no NaN code at all.
+  EXPECT_FALSE(parse_format("e5m0", &err));
+  EXPECT_NE(err.find("nanonly"), std::string::npos);
+  EXPECT_TRUE(parse_format("e5m0:nanonly", &err));
 }
 
 }  // namespace

@@ -110,6 +110,8 @@ std::optional<Format> parse_custom(const std::string& spec, std::string* error) 
   }
   if (f.nonfinite == NonFinite::kIeee && e < 2)
     return fail("format '" + spec + "': IEEE non-finite encoding needs at least 2 exponent bits");
+  if (f.nonfinite == NonFinite::kIeee && m == 0)
+    return fail("format '" + spec + "': IEEE non-finite encoding needs a mantissa bit for NaN; use :nanonly or :finite");
   if (f.nonfinite == NonFinite::kFnuz && !f.is_signed)
     return fail("format '" + spec + "': fnuz needs a sign bit (its NaN is the negative-zero code)");
   if (f.nonfinite == NonFinite::kNanOnly && m == 0 && e < 2)

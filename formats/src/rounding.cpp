@@ -109,13 +109,19 @@ Rounded round_exact(const Format& f, const Exact& x, const QuantOptions& o, uint
   const uint64_t sig = x.sig << lz;
   const int exp = x.exp - lz;
   const int e_top = exp + 63;
-  if (o.flush_subnormals && f.has_zero && e_top < f.emin()) {
+  // Integers have no subnormals: their "normal range" starts at 2^(bits-1), above every value.
+  const bool is_float = f.kind == FormatKind::kFloat;
+  if (o.flush_subnormals && is_float && f.has_zero && e_top < f.emin()) {
     return zero_result(f, x.negative, kInexact | kUnderflowToZero);
   }
 
-  // 2. The quantum of the result: 2^(e_top - m) in the normal range, fixed below it.
+  // 2. The quantum of the result: 2^(e_top - m) in the normal range; below it, the subnormal
+  // spacing 2^(emin - m), or without subnormals 2^emin (the only neighbours are 0 and 2^emin).
   const int m = f.man_bits;
-  const int q = std::max(e_top - m, f.quantum_exp());
+  const bool gap_below_normal = !f.subnormals && e_top < f.emin();
+  const int q = gap_below_normal ? f.emin()
+                 : f.subnormals   ? std::max(e_top - m, f.quantum_exp())
+                                  : e_top - m;
   const int s = q - exp;  // bits to discard, >= 11
 
   // 3. Split into kept bits and the discarded fraction (aligned to the top of 64 bits).
@@ -146,7 +152,7 @@ Rounded round_exact(const Format& f, const Exact& x, const QuantOptions& o, uint
     kept >>= 1;
     ++qe;
   }
-  if (kept < (uint64_t{1} << m) && f.quantum_exp() == f.emin() && f.kind == FormatKind::kFloat) {
+  if (gap_below_normal && kept < (uint64_t{1} << m)) {
     // No subnormals: a non-zero result below the normal range can only be 2^emin.
     kept <<= m;
     qe -= m;
