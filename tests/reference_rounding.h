@@ -84,8 +84,8 @@ inline uint64_t signed_code(const Format& f, bool negative, uint64_t mag) {
 // Integral significand of a value in units of its quantum; zero is even.
 inline uint64_t significand(const Format& f, double v) {
   if (v == 0) return 0;
-  const int qmin = f.subnormals && f.has_zero ? f.emin() - f.man_bits : f.emin();
-  const int q = std::max(std::ilogb(v) - f.man_bits, f.kind == FormatKind::kInt ? 0 : qmin);
+  // Every non-zero value of a format without subnormals is normal, so one formula serves all.
+  const int q = std::max(std::ilogb(v) - f.man_bits, f.kind == FormatKind::kInt ? 0 : f.emin() - f.man_bits);
   return static_cast<uint64_t>(std::ldexp(v, -q));
 }
 
@@ -102,7 +102,7 @@ struct Expected {
 // - overflow (the rounded value is beyond the largest finite): Inf, or NaN without Inf, where the
 //   mode rounds away from zero and o.overflow is IEEE; the largest finite otherwise;
 // - a format without zero (e8m0) gives its smallest value below it; negative values into an
-//   unsigned format give NaN; flush_subnormals zeroes |x| < 2^emin before rounding.
+//   unsigned format give NaN; flush_subnormals zeroes |x| < 2^emin before rounding (floats only).
 inline Expected round_reference(const Format& f, const std::vector<Value>& vals, double x,
                                 const QuantOptions& o, uint32_t random) {
   const bool neg = std::signbit(x);
@@ -124,7 +124,8 @@ inline Expected round_reference(const Format& f, const std::vector<Value>& vals,
     if (o.overflow == Overflow::kIeee && f.has_nan()) return {expected_nan(f, vals)};
     return {signed_code(f, neg, max_mag)};
   }
-  if (o.flush_subnormals && f.has_zero && ax < std::ldexp(1.0, f.emin())) return {signed_code(f, neg, 0)};
+  if (o.flush_subnormals && f.kind == FormatKind::kFloat && f.has_zero && ax < std::ldexp(1.0, f.emin()))
+    return {signed_code(f, neg, 0)};
   if (!f.has_zero && ax < vals.front().v) return {vals.front().mag};
 
   // Neighbours a <= ax <= b; beyond the largest finite, b is the next value of an unbounded
