@@ -99,7 +99,8 @@ struct Expected {
 // - ties to even pick the even significand; in a format with no mantissa (e8m0) both neighbours
 //   have significand 1 and the tie goes up, as bit-level RNE and ml_dtypes do;
 // - round-to-odd picks the odd significand, the lower one when both are odd (no mantissa);
-// - overflow (the rounded value is beyond the largest finite): Inf, or NaN without Inf, where the
+// - overflow (the rounded value is beyond the largest finite): Inf, or NaN with the sign of x
+//   (E4M3FN: -465 -> 0xff) without Inf, where the
 //   mode rounds away from zero and o.overflow is IEEE; the largest finite otherwise;
 // - a format without zero (e8m0) gives its smallest value below it; negative values into an
 //   unsigned format give NaN; flush_subnormals zeroes |x| < 2^emin before rounding (floats only).
@@ -115,13 +116,13 @@ inline Expected round_reference(const Format& f, const std::vector<Value>& vals,
     if (o.overflow == Overflow::kIeee && is_away(o.rounding, neg) && f.has_inf())
       return {signed_code(f, neg, ((uint64_t{1} << f.exp_bits) - 1) << f.man_bits), true};
     if (o.overflow == Overflow::kIeee && is_away(o.rounding, neg) && f.has_nan())
-      return {expected_nan(f, vals), true};
+      return {signed_code(f, neg, expected_nan(f, vals)), true};
     return {signed_code(f, neg, max_mag), true};
   };
   if (std::isinf(x)) {  // exact: mode-independent
     if (o.overflow == Overflow::kIeee && f.has_inf())
       return {signed_code(f, neg, ((uint64_t{1} << f.exp_bits) - 1) << f.man_bits)};
-    if (o.overflow == Overflow::kIeee && f.has_nan()) return {expected_nan(f, vals)};
+    if (o.overflow == Overflow::kIeee && f.has_nan()) return {signed_code(f, neg, expected_nan(f, vals))};
     return {signed_code(f, neg, max_mag)};
   }
   if (o.flush_subnormals && f.kind == FormatKind::kFloat && f.has_zero && ax < std::ldexp(1.0, f.emin()))

@@ -35,7 +35,9 @@ Rounded overflow_result(const Format& f, bool negative, const QuantOptions& o, u
                     (o.rounding == Rounding::kDown && negative);
   if (o.overflow == Overflow::kIeee && away) {
     if (f.has_inf()) return {inf_code(f, negative), status};
-    if (f.has_nan()) return {nan_code(f), status | kNanResult};
+    // The NaN keeps the sign of the value that overflowed, as cuda_fp8.h (__NV_NOSAT), ml_dtypes
+    // and PyTorch do for E4M3FN: -465 gives 0xff.
+    if (f.has_nan()) return {with_sign(f, negative, nan_code(f)), status | kNanResult};
   }
   return {max_code(f, negative), status | kSaturated};
 }
@@ -179,7 +181,7 @@ Rounded encode(const Format& f, double v, const QuantOptions& o, uint64_t index)
   if (std::isinf(v)) {
     if (neg && !f.is_signed) return {nan_code(f), kInvalid | (f.has_nan() ? kNanResult : 0u)};
     if (o.overflow == Overflow::kIeee && f.has_inf()) return {inf_code(f, neg), kOk};
-    if (o.overflow == Overflow::kIeee && f.has_nan()) return {nan_code(f), kNanResult};
+    if (o.overflow == Overflow::kIeee && f.has_nan()) return {with_sign(f, neg, nan_code(f)), kNanResult};
     return {max_code(f, neg), kSaturated};
   }
   uint64_t bits;
