@@ -140,38 +140,10 @@ void run_sweep(const std::vector<uint32_t>& patterns, bool also_strided_full) {
   }
 }
 
-// Every float32 pattern within 3 ulps of each value of the format and of each midpoint (the
-// rounding boundaries), both signs.
-std::vector<uint32_t> boundary_patterns() {
-  std::vector<uint32_t> out;
-  for (const char* name : {"fp16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0"}) {
-    const Format f = format_by_name(name);
-    const auto vals = reference::positive_values(f);
-    std::vector<double> points;
-    for (size_t i = 0; i < vals.size(); ++i) {
-      points.push_back(vals[i].v);
-      const double next = i + 1 < vals.size() ? vals[i + 1].v : 2 * vals[i].v;
-      points.push_back(vals[i].v + (next - vals[i].v) / 2);
-    }
-    for (const double p : points) {
-      const float pf = float(p);
-      if (double(pf) != p || pf == 0) continue;  // every point of these formats is a float
-      const uint32_t b = std::bit_cast<uint32_t>(pf);
-      for (int d = -3; d <= 3; ++d) {
-        out.push_back(b + uint32_t(d));
-        out.push_back((b + uint32_t(d)) | 0x80000000u);
-      }
-    }
-  }
-  for (const uint32_t special : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
-                                 0x7f800001u, 0x7fffffffu, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu})
-    out.push_back(special);
-  return out;
-}
-
 TEST(CudaHeaders, FloatToFormatMatchesOnStridedSweepAndBoundaries) {
   const bool full = std::getenv("PRECSIM_FULL_SWEEP") && std::string(std::getenv("PRECSIM_FULL_SWEEP")) == "1";
-  std::vector<uint32_t> patterns = boundary_patterns();
+  std::vector<uint32_t> patterns =
+      reference::float32_boundary_patterns({"fp16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0"});
   // A prime stride visits every exponent and, stride being odd and not a multiple of a power of
   // two, every residue of the low mantissa bits; the offset moves the start off zero.
   constexpr uint64_t kStride = 1009;

@@ -7,10 +7,12 @@
 #include <boost/multiprecision/cpp_bin_float.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "precsim/formats/format.h"
@@ -175,6 +177,32 @@ inline Expected round_reference(const Format& f, const std::vector<Value>& vals,
   if (!up) return {signed_code(f, neg, a.mag)};
   if (b_virtual) return overflowed();
   return {signed_code(f, neg, b.mag)};
+}
+
+// Float32 bit patterns within `ulps` float32 ulps of every value of each format and of every
+// midpoint between neighbours (the rounding boundaries), both signs, plus zeros, Inf, NaNs, the
+// float32 extremes. For differential tests against other implementations.
+inline std::vector<uint32_t> float32_boundary_patterns(const std::vector<std::string>& formats, int ulps = 3) {
+  std::vector<uint32_t> out;
+  for (const auto& name : formats) {
+    const auto vals = positive_values(format_by_name(name));
+    for (size_t i = 0; i < vals.size(); ++i) {
+      const double next = i + 1 < vals.size() ? vals[i + 1].v : 2 * vals[i].v;
+      for (const double p : {vals[i].v, vals[i].v + (next - vals[i].v) / 2}) {
+        const float pf = static_cast<float>(p);
+        if (static_cast<double>(pf) != p || pf == 0) continue;
+        const uint32_t b = std::bit_cast<uint32_t>(pf);
+        for (int d = -ulps; d <= ulps; ++d) {
+          out.push_back(b + static_cast<uint32_t>(d));
+          out.push_back((b + static_cast<uint32_t>(d)) | 0x80000000u);
+        }
+      }
+    }
+  }
+  for (const uint32_t special : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                                 0x7f800001u, 0x7fffffffu, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu})
+    out.push_back(special);
+  return out;
 }
 
 }  // namespace precsim::reference
