@@ -1,0 +1,104 @@
+#include "precsim/reports/json_path.h"
+
+#include <fnmatch.h>
+
+#include "precsim/reports/report.h"
+
+namespace precsim {
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    out.emplace_back(path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+std::string join_path(const std::vector<std::string>& segments) {
+  std::string s;
+  for (const auto& seg : segments) s += (s.empty() ? "" : ".") + seg;
+  return s;
+}
+
+namespace {
+
+bool match_from(const std::vector<std::string>& pat, size_t i, const std::vector<std::string>& path, size_t j) {
+  if (i == pat.size()) return j == path.size();
+  if (pat[i] == "**") {
+    for (size_t k = j; k <= path.size(); ++k)
+      if (match_from(pat, i + 1, path, k)) return true;
+    return false;
+  }
+  if (j == path.size()) return false;
+  if (fnmatch(pat[i].c_str(), path[j].c_str(), 0) != 0) return false;
+  return match_from(pat, i + 1, path, j + 1);
+}
+
+}  // namespace
+
+bool path_matches(const std::vector<std::string>& pattern, const std::vector<std::string>& path) {
+  return match_from(pattern, 0, path, 0);
+}
+
+bool path_matches(std::string_view pattern, std::string_view path) {
+  return path_matches(split_path(pattern), split_path(path));
+}
+
+namespace {
+
+bool is_hex_float_text(const std::string& s) {
+  const size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  return s.size() > i + 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') &&
+         s.find_first_of("pP") != std::string::npos;
+}
+
+}  // namespace
+
+bool is_numeric(const nlohmann::json& j) {
+  if (j.is_number()) return true;
+  if (!j.is_string()) return false;
+  const auto& s = j.get_ref<const std::string&>();
+  return s == "nan" || s == "inf" || s == "-inf" || is_hex_float_text(s);
+}
+
+double numeric_value(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "nan" || s == "inf" || s == "-inf" || is_hex_float_text(s)) return parse_real(s);
+  }
+  throw std::invalid_argument("expected a number (or \"nan\", \"inf\", \"-inf\", a hex-float), got " + j.dump());
+}
+
+bool is_numeric_array(const nlohmann::json& j) {
+  if (!j.is_array() || j.size() < 2) return false;
+  for (const auto& e : j)
+    if (!is_numeric(e)) return false;
+  return true;
+}
+
+void for_each_leaf(const nlohmann::json& j, const std::string& prefix, bool series_as_leaf,
+                   const std::function<void(const std::string&, const nlohmann::json&)>& leaf) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      for_each_leaf(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), series_as_leaf, leaf);
+  } else if (j.is_array() && !(series_as_leaf && is_numeric_array(j))) {
+    for (size_t i = 0; i < j.size(); ++i)
+      for_each_leaf(j[i], prefix.empty() ? std::to_string(i) : prefix + "." + std::to_string(i), series_as_leaf, leaf);
+    if (j.empty()) leaf(prefix, j);
+  } else {
+    leaf(prefix, j);
+  }
+}
+
+std::string scalar_text(const nlohmann::json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_null()) return "null";
+  return j.dump();
+}
+
+}  // namespace precsim
