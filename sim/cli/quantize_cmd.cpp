@@ -103,7 +103,11 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   bool is_double = false;
   if (!a.input_format.empty()) {
     const Format src = parse_format_arg("--input-format", a.input_format);
-    if (in.item_size() != code_bytes(src) || (in.descr[1] != 'u' && in.descr[1] != 'V' && in.descr[1] != 'i'))
+    // ml_dtypes saves its types as void items ('<V1', '<V2'), except float8_e5m2, which it saves as
+    // '<f1': no NumPy float has one byte, so '<f1' can only be codes.
+    const char kind = in.descr[1];
+    const bool code_kind = kind == 'u' || kind == 'V' || kind == 'i' || (kind == 'f' && in.item_size() == 1);
+    if (in.item_size() != code_bytes(src) || !code_kind)
       throw UsageError(fmt::format("--input '{}': dtype {} does not hold {}-byte codes of {}; expected unsigned or void items of {} bytes",
                                    a.input, in.descr, code_bytes(src), src.name, code_bytes(src)));
     is_double = src.bits() > 32 || src.emax() > 127 || src.quantum_exp() < -149 || src.man_bits > 23;
@@ -181,7 +185,9 @@ const Registrar reg(20, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--format,-f", a->format, "target format (see `precsim formats`, or eXmY[:options])")->required();
   a->quant.add_to(cmd);
-  cmd->add_option("values", a->values, "values in decimal or C99 hex-float (0x1.8p-24)");
+  // Negative values need no `--` (`quantize -f e4m3 -465 -0`); CLI11 2.1 accepts `--` only before
+  // the first value, as it hands everything after a later `--` back to the root command.
+  cmd->add_option("values", a->values, "values in decimal or C99 hex-float (0x1.8p-24); negative values need no --");
   cmd->add_option("--input", a->input, ".npy array to quantize (float32/float64, or codes with --input-format)");
   cmd->add_option("--output", a->output, ".npy file for the result (same dtype as the input values)");
   cmd->add_flag("--codes", a->codes, "write the codes (one per element, uint8/16/32/64) instead of values");
