@@ -1,0 +1,319 @@
+#include "precsim/formats/arith.h"
+
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "precsim/formats/sr_bits.h"
+
+namespace precsim {
+namespace {
+
+using u128 = unsigned __int128;
+
+int bit_length(u128 x) {
+  const auto hi = static_cast<uint64_t>(x >> 64);
+  if (hi) return 128 - std::countl_zero(hi);
+  return 64 - std::countl_zero(static_cast<uint64_t>(x));
+}
+
+// Just enough of a 256-bit unsigned integer to add two aligned significands exactly: the largest
+// operand is a 106-bit product, placed at the top of the frame.
+struct U256 {
+  u128 hi = 0, lo = 0;
+};
+
+U256 shl(u128 x, int n) {  // 0 <= n < 256, no bits may leave the frame
+  if (n == 0) return {0, x};
+  if (n < 128) return {x >> (128 - n), x << n};
+  return {x << (n - 128), 0};
+}
+U256 add(U256 a, U256 b) {
+  U256 r;
+  r.lo = a.lo + b.lo;
+  r.hi = a.hi + b.hi + (r.lo < a.lo ? 1 : 0);
+  return r;
+}
+U256 sub(U256 a, U256 b) {  // a >= b
+  U256 r;
+  r.lo = a.lo - b.lo;
+  r.hi = a.hi - b.hi - (a.lo < b.lo ? 1 : 0);
+  return r;
+}
+bool less(U256 a, U256 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+bool is_zero(U256 a) { return a.hi == 0 && a.lo == 0; }
+int bit_length(U256 a) { return a.hi ? 128 + bit_length(a.hi) : bit_length(a.lo); }
+
+enum class Kind : uint8_t { kZero, kFinite, kInf, kNan };
+
+// A decoded operand: finite values are sig * 2^exp with sig > 0.
+struct Unpacked {
+  Kind kind = Kind::kZero;
+  bool neg = false;
+  u128 sig = 0;
+  int exp = 0;
+};
+
+Unpacked unpack(const Format& f, uint64_t code, const QuantOptions& o) {
+  code &= f.code_mask();
+  if (f.kind == FormatKind::kInt) {
+    const bool neg = (code & f.sign_mask()) != 0;
+    const uint64_t mag = neg ? f.code_mask() + 1 - code : code;  // two's complement magnitude
+    if (mag == 0) return {};
+    return {Kind::kFinite, neg, mag, 0};
+  }
+  if (is_nan_code(f, code)) return {Kind::kNan};
+  const bool neg = (code & f.sign_mask()) != 0;
+  if (is_inf_code(f, code)) return {Kind::kInf, neg};
+  const int m = f.man_bits;
+  const uint64_t mag = code & ~f.sign_mask();
+  const uint64_t field = mag >> m;
+  const uint64_t mant = mag & ((uint64_t{1} << m) - 1);
+  if (field == 0 && f.has_zero) {
+    if (!f.subnormals || mant == 0 || o.flush_subnormals) {
+      return {Kind::kZero, neg && f.has_negative_zero()};
+    }
+    return {Kind::kFinite, neg, mant, f.emin() - m};
+  }
+  return {Kind::kFinite, neg, (uint64_t{1} << m) | mant, int(field) - f.bias - m};
+}
+
+uint32_t random_bits(const QuantOptions& o, uint64_t index) {
+  return o.rounding == Rounding::kStochastic ? sr_bits(o.sr_key, index) : 0;
+}
+
+// Rounds (sig + s) * 2^exp, 0 <= s < 1, s != 0 exactly when sticky. With sticky set, sig must have
+// at least 64 bits, so that the top 64 bits handed to round_exact carry every decision.
+Rounded round_wide(const Format& f, bool neg, U256 sig, int exp, bool sticky, const QuantOptions& o,
+                   uint64_t index) {
+  const int n = bit_length(sig);
+  assert(!sticky || n >= 64);
+  if (n > 64) {
+    const int s = n - 64;
+    const U256 top = s >= 128 ? U256{0, sig.hi >> (s - 128)}
+                              : U256{0, (sig.lo >> s) | (sig.hi << (128 - s))};
+    sticky = sticky || less(shl(top.lo, s), sig);
+    sig = top;
+    exp += s;
+  }
+  const Exact x{neg, static_cast<uint64_t>(sig.lo), exp, sticky};
+  return round_exact(f, x, o, random_bits(o, index));
+}
+
+Rounded round_wide(const Format& f, bool neg, u128 sig, int exp, bool sticky, const QuantOptions& o,
+                   uint64_t index) {
+  return round_wide(f, neg, U256{0, sig}, exp, sticky, o, index);
+}
+
+Rounded signed_zero(const Format& f, bool neg, const QuantOptions& o) {
+  return round_exact(f, Exact{neg, 0, 0, false}, o, 0);
+}
+
+Rounded invalid(const Format& f) {
+  return {nan_code(f), kInvalid | (f.has_nan() ? uint32_t{kNanResult} : 0u)};
+}
+
+Rounded nan_result(const Format& f) { return {nan_code(f), kNanResult}; }
+
+// An infinite exact result, delivered as encode() delivers +-Inf.
+Rounded infinite(const Format& f, bool neg, const QuantOptions& o, uint32_t extra = kOk) {
+  Rounded r = encode(f, neg ? -std::numeric_limits<double>::infinity()
+                            : std::numeric_limits<double>::infinity(), o);
+  r.status |= extra;
+  return r;
+}
+
+// Sign of an exact zero sum of operands of opposite signs (IEEE 754 6.3).
+bool cancelled_sign(const QuantOptions& o) { return o.rounding == Rounding::kDown; }
+
+// Exact a + b of finite non-zero values (sigs below 2^107), rounded once.
+Rounded sum_finite(const Format& f, Unpacked a, Unpacked b, const QuantOptions& o, uint64_t index) {
+  // The operand reaching higher goes first; its top bit sits at bit 254 of the frame.
+  if (a.exp + bit_length(a.sig) < b.exp + bit_length(b.sig)) std::swap(a, b);
+  const int la = bit_length(a.sig);
+  const int e0 = a.exp + la - 255;  // exponent of frame bit 0
+  const U256 fa = shl(a.sig, 255 - la);
+  U256 fb;
+  bool lost = false;  // non-zero bits of b below the frame
+  const int sh = b.exp - e0;
+  if (sh >= 0) {
+    fb = shl(b.sig, sh);
+  } else if (-sh >= 128) {
+    lost = true;
+  } else {
+    fb = U256{0, b.sig >> -sh};
+    lost = (b.sig << (128 + sh)) != 0;
+  }
+  // Lost bits mean b's top is more than 140 bits below a's, so a - b keeps more than 64 bits.
+  if (a.neg == b.neg) return round_wide(f, a.neg, add(fa, fb), e0, lost, o, index);
+  if (less(fa, fb)) return round_wide(f, b.neg, sub(fb, fa), e0, false, o, index);
+  U256 d = sub(fa, fb);
+  if (lost) d = sub(d, U256{0, 1});  // a - (fb + t) = (d - 1) + (1 - t), 0 < t < 1
+  if (is_zero(d)) return signed_zero(f, cancelled_sign(o), o);
+  return round_wide(f, a.neg, d, e0, lost, o, index);
+}
+
+// Sum of two operands neither of which is NaN, both already checked for Inf - Inf.
+Rounded sum(const Format& f, const Unpacked& a, const Unpacked& b, const QuantOptions& o,
+            uint64_t index) {
+  if (a.kind == Kind::kInf) return infinite(f, a.neg, o);
+  if (b.kind == Kind::kInf) return infinite(f, b.neg, o);
+  if (a.kind == Kind::kZero && b.kind == Kind::kZero) {
+    return signed_zero(f, a.neg == b.neg ? a.neg : cancelled_sign(o), o);
+  }
+  if (a.kind == Kind::kZero) return round_wide(f, b.neg, b.sig, b.exp, false, o, index);
+  if (b.kind == Kind::kZero) return round_wide(f, a.neg, a.sig, a.exp, false, o, index);
+  return sum_finite(f, a, b, o, index);
+}
+
+Rounded add_unpacked(const Format& f, const Unpacked& a, const Unpacked& b, const QuantOptions& o,
+                     uint64_t index) {
+  if (a.kind == Kind::kNan || b.kind == Kind::kNan) return nan_result(f);
+  if (a.kind == Kind::kInf && b.kind == Kind::kInf && a.neg != b.neg) return invalid(f);
+  return sum(f, a, b, o, index);
+}
+
+// The exact product, or a special value; `status` receives kInvalid for 0 * Inf.
+Unpacked product(const Unpacked& a, const Unpacked& b, bool* invalid_op) {
+  const bool neg = a.neg != b.neg;
+  *invalid_op = false;
+  if (a.kind == Kind::kInf || b.kind == Kind::kInf) {
+    if (a.kind == Kind::kZero || b.kind == Kind::kZero) *invalid_op = true;
+    return {Kind::kInf, neg};
+  }
+  if (a.kind == Kind::kZero || b.kind == Kind::kZero) return {Kind::kZero, neg};
+  return {Kind::kFinite, neg, a.sig * b.sig, a.exp + b.exp};
+}
+
+// Integer square root of x >= 2^126: the result lies in [2^63, 2^64).
+u128 isqrt(u128 x) {
+  u128 r = static_cast<u128>(std::sqrt(static_cast<double>(x)));
+  r = (r + x / r) / 2;  // the estimate is within 2^13 of the root; one Newton step and a fix-up
+  while (r * r > x) --r;
+  constexpr u128 kMax = ~uint64_t{0};  // (r + 1)^2 would wrap above it
+  while (r < kMax && (r + 1) * (r + 1) <= x) ++r;
+  return r;
+}
+
+std::string describe(const Format& f) { return "format " + f.name; }
+
+}  // namespace
+
+Rounded add_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  return add_unpacked(f, unpack(f, a, o), unpack(f, b, o), o, index);
+}
+
+Rounded sub_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  Unpacked nb = unpack(f, b, o);
+  nb.neg = !nb.neg;
+  return add_unpacked(f, unpack(f, a, o), nb, o, index);
+}
+
+Rounded mul_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o);
+  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan) return nan_result(f);
+  bool bad = false;
+  const Unpacked p = product(ua, ub, &bad);
+  if (bad) return invalid(f);
+  if (p.kind == Kind::kInf) return infinite(f, p.neg, o);
+  if (p.kind == Kind::kZero) return signed_zero(f, p.neg, o);
+  return round_wide(f, p.neg, p.sig, p.exp, false, o, index);
+}
+
+Rounded fma_codes(const Format& f, uint64_t a, uint64_t b, uint64_t c, const QuantOptions& o,
+                  uint64_t index) {
+  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o), uc = unpack(f, c, o);
+  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan || uc.kind == Kind::kNan) return nan_result(f);
+  bool bad = false;
+  const Unpacked p = product(ua, ub, &bad);
+  if (bad) return invalid(f);
+  return add_unpacked(f, p, uc, o, index);
+}
+
+Rounded div_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o);
+  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan) return nan_result(f);
+  const bool neg = ua.neg != ub.neg;
+  if (ua.kind == Kind::kInf) return ub.kind == Kind::kInf ? invalid(f) : infinite(f, neg, o);
+  if (ub.kind == Kind::kInf) return signed_zero(f, neg, o);
+  if (ub.kind == Kind::kZero) return ua.kind == Kind::kZero ? invalid(f) : infinite(f, neg, o, kDivByZero);
+  if (ua.kind == Kind::kZero) return signed_zero(f, neg, o);
+  // The numerator fills 128 bits, so the quotient has at least 128 - 53 bits.
+  const int s = 128 - bit_length(ua.sig);
+  const u128 num = ua.sig << s;
+  const u128 q = num / ub.sig;
+  return round_wide(f, neg, q, ua.exp - ub.exp - s, num % ub.sig != 0, o, index);
+}
+
+Rounded sqrt_code(const Format& f, uint64_t a, const QuantOptions& o, uint64_t index) {
+  const Unpacked ua = unpack(f, a, o);
+  if (ua.kind == Kind::kNan) return nan_result(f);
+  if (ua.kind == Kind::kZero) return signed_zero(f, ua.neg, o);
+  if (ua.neg) return invalid(f);
+  if (ua.kind == Kind::kInf) return infinite(f, false, o);
+  // Radicand of 127 or 128 bits with an even exponent: the root has exactly 64 bits.
+  int s = 128 - bit_length(ua.sig);
+  if ((ua.exp - s) % 2 != 0) --s;
+  const u128 x = ua.sig << s;
+  const u128 r = isqrt(x);
+  return round_wide(f, false, r, (ua.exp - s) / 2, r * r != x, o, index);
+}
+
+uint64_t code_of(const Format& f, double v) {
+  if (std::isnan(v)) {
+    if (f.has_nan()) return nan_code(f);
+    throw std::invalid_argument("NaN is not a value of " + describe(f) + ", which has no NaN");
+  }
+  if (std::isinf(v)) {
+    if (f.has_inf() && (!std::signbit(v) || f.is_signed)) return inf_code(f, std::signbit(v));
+    throw std::invalid_argument(std::string(v > 0 ? "inf" : "-inf") + " is not a value of " +
+                                describe(f) + ", which has no infinity");
+  }
+  QuantOptions exact;
+  exact.rounding = Rounding::kTowardZero;
+  const Rounded r = encode(f, v, exact);
+  if (r.status & (kInexact | kOverflow | kSaturated | kInvalid | kNanResult)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g (%a)", v, v);
+    throw std::invalid_argument(std::string("operand ") + buf + " is not a value of " + describe(f) +
+                                "; round it into the format first (round_to)");
+  }
+  return r.code;
+}
+
+namespace {
+double finish(const Format& f, const Rounded& r, uint32_t* status) {
+  if (status) *status = r.status;
+  return decode(f, r.code);
+}
+}  // namespace
+
+double add_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
+              uint64_t index) {
+  return finish(f, add_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+}
+double sub_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
+              uint64_t index) {
+  return finish(f, sub_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+}
+double mul_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
+              uint64_t index) {
+  return finish(f, mul_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+}
+double div_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
+              uint64_t index) {
+  return finish(f, div_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+}
+double fma_in(const Format& f, double a, double b, double c, const QuantOptions& o,
+              uint32_t* status, uint64_t index) {
+  return finish(f, fma_codes(f, code_of(f, a), code_of(f, b), code_of(f, c), o, index), status);
+}
+double sqrt_in(const Format& f, double a, const QuantOptions& o, uint32_t* status, uint64_t index) {
+  return finish(f, sqrt_code(f, code_of(f, a), o, index), status);
+}
+
+}  // namespace precsim
