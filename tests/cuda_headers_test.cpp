@@ -2,7 +2,8 @@
 // (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, cuda_fp6.h, cuda_fp4.h, CUDA 12.8+/13), compiled with plain
 // g++ (no -D flags needed). Float32 inputs: a prime-strided sweep over all 2^32 bit patterns plus
 // every pattern within a few ulps of each value and midpoint of the target; PRECSIM_FULL_SWEEP=1
-// runs all 2^32. Codes -> float exhaustively for every format.
+// runs all 2^32. Double inputs (the __nv_cvt_double_* and __double2* conversions) beside every
+// rounding boundary. Codes -> float exhaustively for every format.
 //
 // Deliberate differences, each checked explicitly below rather than skipped:
 // - NaN payloads: CUDA writes 0x7fff (fp16, bf16) and 0x7f (both fp8 kinds) for a NaN input; we
@@ -25,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -40,8 +43,9 @@ struct Conversion {
   std::string name;
   Format format;
   QuantOptions opts;
-  std::function<uint64_t(float)> cuda;
-  bool unsigned_abs = false;  // CUDA converts |x| (e8m0)
+  std::function<uint64_t(float)> cuda;          // the float -> format conversion
+  std::function<uint64_t(double)> cuda_double;  // the double -> format conversion
+  bool unsigned_abs = false;                    // CUDA converts |x| (e8m0)
 };
 
 QuantOptions make_opts(Rounding r, Overflow ov) {
@@ -56,23 +60,32 @@ std::vector<Conversion> conversions() {
   const auto IEEE = Overflow::kIeee, SAT = Overflow::kSaturate;
   std::vector<Conversion> c;
   c.push_back({"__float2half_rn", format_by_name("fp16"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __half_raw(__float2half_rn(x)).x; }});
+               [](float x) -> uint64_t { return __half_raw(__float2half_rn(x)).x; },
+               [](double x) -> uint64_t { return __half_raw(__double2half(x)).x; }});
   c.push_back({"__float2bfloat16_rn", format_by_name("bf16"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x; }});
+               [](float x) -> uint64_t { return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x; },
+               [](double x) -> uint64_t { return __nv_bfloat16_raw(__double2bfloat16(x)).x; }});
   c.push_back({"fp8 E4M3 SATFINITE", format_by_name("e4m3"), make_opts(RNE, SAT),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }});
   c.push_back({"fp8 E4M3 NOSAT", format_by_name("e4m3"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp8(x, __NV_NOSAT, __NV_E4M3); }});
   c.push_back({"fp8 E5M2 SATFINITE", format_by_name("e5m2"), make_opts(RNE, SAT),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp8(x, __NV_SATFINITE, __NV_E5M2); }});
   c.push_back({"fp8 E5M2 NOSAT", format_by_name("e5m2"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp8(x, __NV_NOSAT, __NV_E5M2); }});
   c.push_back({"fp6 E2M3", format_by_name("e2m3"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp6(x, __NV_E2M3, cudaRoundNearest); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp6(x, __NV_E2M3, cudaRoundNearest); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp6(x, __NV_E2M3, cudaRoundNearest); }});
   c.push_back({"fp6 E3M2", format_by_name("e3m2"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp6(x, __NV_E3M2, cudaRoundNearest); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp6(x, __NV_E3M2, cudaRoundNearest); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp6(x, __NV_E3M2, cudaRoundNearest); }});
   c.push_back({"fp4 E2M1", format_by_name("e2m1"), make_opts(RNE, IEEE),
-               [](float x) -> uint64_t { return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); }});
+               [](float x) -> uint64_t { return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); },
+               [](double x) -> uint64_t { return __nv_cvt_double_to_fp4(x, __NV_E2M1, cudaRoundNearest); }});
   const Format e8m0 = format_by_name("e8m0");
   for (const auto& [rname, cr, ours] : {std::tuple{"RZ", cudaRoundZero, Rounding::kTowardZero},
                                          std::tuple{"RP", cudaRoundPosInf, Rounding::kUp}}) {
@@ -81,7 +94,8 @@ std::vector<Conversion> conversions() {
       const auto r = cr;
       const auto s = cs;
       c.push_back({std::string("e8m0 ") + rname + " " + sname, e8m0, make_opts(ours, ov),
-                   [r, s](float x) -> uint64_t { return __nv_cvt_float_to_e8m0(x, s, r); }, true});
+                   [r, s](float x) -> uint64_t { return __nv_cvt_float_to_e8m0(x, s, r); },
+                   [r, s](double x) -> uint64_t { return __nv_cvt_double_to_e8m0(x, s, r); }, true});
     }
   }
   return c;
@@ -93,9 +107,12 @@ struct Tally {
 };
 
 // Compares one input; the two documented differences are checked, not skipped.
-void compare_one(const Conversion& c, float x, Tally& t) {
+template <typename T>
+void compare_one(const Conversion& c, T x, Tally& t) {
   ++t.checked;
-  const uint64_t cuda = c.cuda(x);
+  uint64_t cuda;
+  if constexpr (std::is_same_v<T, float>) cuda = c.cuda(x);
+  else cuda = c.cuda_double(x);
   const Rounded ours = encode(c.format, double(x), c.opts);
   bool ok = cuda == ours.code;
   if (!ok && std::isnan(x)) {
@@ -110,9 +127,8 @@ void compare_one(const Conversion& c, float x, Tally& t) {
     ++t.mismatches;
     if (t.first.size() < 8) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "%s: x=%a (bits 0x%08x) cuda 0x%llx ours 0x%llx", c.name.c_str(), double(x),
-                    std::bit_cast<uint32_t>(x), static_cast<unsigned long long>(cuda),
-                    static_cast<unsigned long long>(ours.code));
+      std::snprintf(buf, sizeof buf, "%s: x=%a cuda 0x%llx ours 0x%llx", c.name.c_str(), double(x),
+                    static_cast<unsigned long long>(cuda), static_cast<unsigned long long>(ours.code));
       t.first.push_back(buf);
     }
   }
@@ -151,6 +167,39 @@ TEST(CudaHeaders, FloatToFormatMatchesOnStridedSweepAndBoundaries) {
     for (uint64_t b = 12345; b <= 0xffffffffu; b += kStride) patterns.push_back(uint32_t(b));
   std::printf("%zu float32 patterns%s\n", patterns.size(), full ? " + all 2^32" : "");
   run_sweep(patterns, full);
+}
+
+// The double -> format conversions, on doubles that no float holds: the points just beside
+// every rounding boundary of the targets (a float path would round them twice) and random values.
+TEST(CudaHeaders, DoubleToFormatMatchesWithoutDoubleRounding) {
+  std::vector<double> xs;
+  for (const char* name : {"fp16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0"}) {
+    const auto vals = reference::positive_values(format_by_name(name));
+    for (size_t i = 0; i + 1 < vals.size(); ++i) {
+      const double a = vals[i].v, b = vals[i + 1].v, mid = a + (b - a) / 2;
+      for (const double p : {a, mid, b + (b - a) / 2})
+        for (const double eps : {0x1p-40, 0x1p-30, 0x1p-52})
+          for (const double sgn : {1.0, -1.0}) {
+            xs.push_back(sgn * (p + p * eps));
+            xs.push_back(sgn * (p - p * eps));
+          }
+    }
+  }
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> ex(-140, 140);
+  for (int i = 0; i < 1000000; ++i) xs.push_back(std::ldexp(mant(rng), ex(rng)) * (i % 2 ? -1 : 1));
+  for (const double special : {0.0, -0.0, 1e300, -1e300, 4.9e-324, double(INFINITY), -double(INFINITY), double(NAN)})
+    xs.push_back(special);
+  const auto convs = conversions();
+  for (const Conversion& c : convs) {
+    Tally t;
+    for (const double x : xs) compare_one(c, x, t);
+    std::string detail;
+    for (const auto& s : t.first) detail += "\n  " + s;
+    EXPECT_EQ(t.mismatches, 0u) << c.name << " (double): " << t.mismatches << " of " << t.checked << detail;
+  }
+  std::printf("%zu double inputs per conversion\n", xs.size());
 }
 
 // Every code of each format decodes to the same value as CUDA's code -> half/bf16 conversion.
