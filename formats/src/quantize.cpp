@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "precsim/formats/rounding.h"
+#include "quantize_f32_plan.h"
 
 namespace precsim {
 namespace {
@@ -20,7 +21,7 @@ template <typename Fn>
 void parallel_chunks(size_t n, QuantStats* stats, Fn&& fn) {
   const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
   QuantStats total;
-#pragma omp parallel
+#pragma omp parallel if (chunks > 1)
   {
     QuantStats local;
 #pragma omp for schedule(static)
@@ -76,11 +77,6 @@ void decode_any(const Format& f, const void* codes, std::span<T> out) {
 
 }  // namespace
 
-// Defined in quantize_f32_kernel.cpp: the vectorised float32 kernel, or false when the format
-// is outside what it handles (then the scalar path runs).
-bool quantize_f32_fast(const Format& f, const float* in, float* out, size_t n,
-                       const QuantOptions& o, QuantStats* stats, uint64_t base);
-
 size_t code_bytes(const Format& f) {
   const int b = f.bits();
   return b <= 8 ? 1 : b <= 16 ? 2 : b <= 32 ? 4 : 8;
@@ -101,8 +97,18 @@ void quantize_reference(const Format& f, std::span<const float> in, std::span<fl
 void quantize(const Format& f, std::span<const float> in, std::span<float> out,
               const QuantOptions& o, QuantStats* stats, uint64_t base) {
   check_sizes(in.size(), out.size());
-  if (quantize_f32_fast(f, in.data(), out.data(), in.size(), o, stats, base)) return;
-  quantize_reference(f, in, out, o, stats, base);
+  const std::optional<F32Plan> plan = make_f32_plan(f, o);
+  if (!plan) {
+    quantize_reference(f, in, out, o, stats, base);
+    return;
+  }
+  parallel_chunks(in.size(), stats, [&](size_t b, size_t e, QuantStats* st) {
+    quantize_f32_span(*plan, o.sr_key, in.data() + b, out.data() + b, e - b, st, base + b);
+  });
+}
+
+bool quantize_is_vectorised(const Format& f, const QuantOptions& o) {
+  return make_f32_plan(f, o).has_value();
 }
 
 void quantize(const Format& f, std::span<const double> in, std::span<double> out,

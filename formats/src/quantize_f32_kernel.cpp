@@ -1,15 +1,333 @@
-#include <cstddef>
-#include <cstdint>
+// The vectorised float32 quantize kernel (Google Highway, compiled for every x86 target and picked
+// at run time). It gives the same bits and the same statistics as round_exact() via
+// quantize_reference(); tests/quantize_simd_test.cpp checks that on every compiled target.
+//
+// Per lane, on the input's bits: a = |x| bits, E its exponent field, S = its 24-bit significand
+// (lsb weight 2^(max(E,1)-150)). d = bits of S below the format's quantum; kept = S >> d is rounded
+// by the mode with the dropped bits aligned to the top of a word (frac), and the result is rebuilt
+// exactly as bits: (max(E,1)-1) << 23 plus kept << d, which carries into the exponent by itself.
+// Rare lanes (overflow, Inf, NaN, invalid) are fixed up only in vectors that contain one.
 
-#include "precsim/formats/format.h"
-#include "precsim/formats/quant_options.h"
+// Highway re-includes this file once per target; the path is relative to formats/include, the
+// include directory this library already has.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "../src/quantize_f32_kernel.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "quantize_f32_plan.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace precsim {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Counts in QuantStats order after `count`: inexact, underflow, subnormal, overflow, saturated, nan.
+using Counts = uint64_t[6];
+
+template <Rounding M, bool kStats>
+HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const float* in,
+                              float* out, size_t n, uint32_t idx0, Counts& counts) {
+  const hn::ScalableTag<uint32_t> du;
+  const hn::RebindToSigned<decltype(du)> di;
+  const hn::RebindToFloat<decltype(du)> df;
+  using VU = hn::Vec<decltype(du)>;
+  using VI = hn::Vec<decltype(di)>;
+  using MU = hn::Mask<decltype(du)>;
+  const size_t N = hn::Lanes(du);
+
+  const VU kSign = hn::Set(du, 0x80000000u);
+  const VU kOne = hn::Set(du, 1u);
+  const VU kZeroU = hn::Zero(du);
+  const VI kDropNormal = hn::Set(di, 23 - p.man_bits);
+  const VI kLeadBias = hn::Set(di, 127 + p.man_bits);
+  const VI kDq = hn::Set(di, p.dq);
+  const VI kGapBelow = hn::Set(di, static_cast<int32_t>(p.gap_below));
+  const VI kDqGap = hn::Set(di, p.dq_gap);
+  const VI k24 = hn::Set(di, 24);
+  const VI k31 = hn::Set(di, 31);
+  const VI k55 = hn::Set(di, 55);
+  const VU kQuantum = hn::Set(du, p.quantum_bits);
+  const VU kZeroBits = hn::Set(du, p.zero_bits);
+  const VI kSubBelow = hn::Set(di, static_cast<int32_t>(p.subnormal_below));
+  const VI kFlushBelow = hn::Set(di, static_cast<int32_t>(p.flush_below));
+  const VI kMax = hn::Set(di, static_cast<int32_t>(p.max_bits));
+  const VU kMaxU = hn::Set(du, p.max_bits);
+  const VI kInf = hn::Set(di, 0x7f800000);
+  const VI kLastFinite = hn::Set(di, 0x7f7fffff);
+  const VU kSrMask = hn::Set(du, p.sr_mask);
+  const VU kK0 = hn::Set(du, k0);
+  const VU kK1 = hn::Set(du, k1);
+  const VU kIota = hn::Iota(du, 0);
+  const VU kMul1 = hn::Set(du, 0x7feb352du);
+  const VU kMul2 = hn::Set(du, 0x846ca68bu);
+
+  VU c_inexact = kZeroU, c_under = kZeroU, c_sub = kZeroU;
+  uint64_t n_over = 0, n_sat = 0, n_nan = 0;
+
+  // sr_bits(): hash32 of the low 32 bits of the index, keyed by the stream of its high bits.
+  auto random_bits = [&](uint32_t idx) HWY_ATTR {
+    VU x = hn::Xor(hn::Add(kIota, hn::Set(du, idx)), kK0);
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) x = hn::Xor(x, kK1);
+      x = hn::Xor(x, hn::ShiftRight<16>(x));
+      x = x * kMul1;
+      x = hn::Xor(x, hn::ShiftRight<15>(x));
+      x = x * kMul2;
+      x = hn::Xor(x, hn::ShiftRight<16>(x));
+    }
+    return x;
+  };
+
+  auto step = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
+    const VU u = hn::BitCast(du, hn::LoadU(df, src));
+    const VU sign = hn::And(u, kSign);
+    const VU a = hn::Xor(u, sign);
+    const VU eeff = hn::Max(hn::ShiftRight<23>(a), kOne);
+    const VU base = hn::ShiftLeft<23>(hn::Sub(eeff, kOne));
+    const VU s = hn::Sub(a, base);
+    const VI below_quantum = hn::Sub(kDq, hn::BitCast(di, eeff));
+    VI d = hn::Max(kDropNormal, below_quantum);
+    if (p.need_lead) {  // floor(log2 S) - m, read off S converted exactly to float
+      const VU lead = hn::ShiftRight<23>(hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, s))));
+      d = hn::Max(hn::Sub(hn::BitCast(di, lead), kLeadBias), below_quantum);
+    }
+    if (p.gap) {
+      const auto in_gap = hn::Lt(hn::BitCast(di, a), kGapBelow);
+      d = hn::IfThenElse(in_gap, hn::Sub(kDqGap, hn::BitCast(di, eeff)), d);
+    }
+    const VI dk = hn::Min(d, k24);
+    const VU dku = hn::BitCast(du, dk);
+    VU kept = s >> dku;
+    const MU inexact = hn::Not(hn::Eq(kept << dku, s));
+
+    // The dropped bits at the top of a word: exact for d <= 32, and below 2^31 (under half a
+    // quantum) beyond, where only stochastic rounding reads them and so needs them exact.
+    VU frac = kZeroU;
+    if constexpr (M == Rounding::kNearestEven || M == Rounding::kNearestAway ||
+                  M == Rounding::kStochastic) {
+      const VU s8 = hn::ShiftLeft<8>(s);
+      frac = (s8 << hn::BitCast(du, hn::Sub(k24, dk))) >> hn::BitCast(du, hn::Min(hn::Sub(d, dk), k31));
+      if constexpr (M == Rounding::kStochastic) {
+        frac = hn::IfThenZeroElse(hn::RebindMask(du, hn::Gt(d, k55)), frac);
+      }
+    }
+    if constexpr (M == Rounding::kNearestEven) {
+      // frac > half, or frac == half and kept odd: frac ^ signbit > -(kept & 1), signed.
+      const VI odd = hn::BitCast(di, hn::And(kept, kOne));
+      const auto up = hn::Gt(hn::BitCast(di, hn::Xor(frac, kSign)), hn::Neg(odd));
+      kept = hn::Sub(kept, hn::VecFromMask(du, hn::RebindMask(du, up)));
+    } else if constexpr (M == Rounding::kNearestAway) {
+      kept = hn::Add(kept, hn::ShiftRight<31>(frac));
+    } else if constexpr (M == Rounding::kUp) {
+      kept = hn::Sub(kept, hn::VecFromMask(du, hn::And(inexact, hn::Eq(sign, kZeroU))));
+    } else if constexpr (M == Rounding::kDown) {
+      kept = hn::Sub(kept, hn::VecFromMask(du, hn::AndNot(hn::Eq(sign, kZeroU), inexact)));
+    } else if constexpr (M == Rounding::kOdd) {
+      kept = hn::Or(kept, hn::IfThenElseZero(inexact, kOne));
+    } else if constexpr (M == Rounding::kStochastic) {
+      const VI fk = hn::BitCast(di, hn::Xor(hn::And(frac, kSrMask), kSign));
+      const VI rk = hn::BitCast(di, hn::Xor(hn::And(random_bits(idx), kSrMask), kSign));
+      kept = hn::Sub(kept, hn::VecFromMask(du, hn::RebindMask(du, hn::Gt(fk, rk))));
+    }
+
+    MU zero = hn::Eq(kept, kZeroU);
+    MU flushed = hn::FirstN(du, 0);
+    if (p.flush) {
+      flushed = hn::AndNot(hn::Eq(s, kZeroU),
+                           hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow)));
+      zero = hn::Or(zero, flushed);
+    }
+    // Past 24 dropped bits kept is 0 or 1: the result is 0 or the quantum.
+    VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(d, k24)), kQuantum, hn::Add(base, kept << dku));
+    mag = hn::IfThenElse(zero, kZeroBits, mag);
+    VU res = hn::Or(mag, p.signed_zero ? sign : hn::IfThenZeroElse(zero, sign));
+
+    MU special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite));
+    if (!p.is_signed) special = hn::Or(special, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+    MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
+    MU inexact_all = hn::Or(inexact, flushed);
+    if (p.zero_inexact) inexact_all = hn::Or(inexact_all, hn::Eq(s, kZeroU));
+    MU under = hn::AndNot(hn::Eq(s, kZeroU), zero);
+    MU sub = hn::AndNot(zero, hn::RebindMask(du, hn::Lt(hn::BitCast(di, mag), kSubBelow)));
+
+    if (HWY_UNLIKELY(!hn::AllFalse(du, hn::Or(special, over)))) {
+      over = hn::AndNot(special, over);
+      if (kTail) over = hn::And(over, valid);
+      if (!hn::AllFalse(du, over)) {
+        MU away = over;  // the nearest modes and SR round every overflow away from zero
+        if constexpr (M == Rounding::kTowardZero || M == Rounding::kOdd) away = hn::FirstN(du, 0);
+        if constexpr (M == Rounding::kUp) away = hn::And(over, hn::Eq(sign, kZeroU));
+        if constexpr (M == Rounding::kDown) away = hn::AndNot(hn::Eq(sign, kZeroU), over);
+        const MU nonfinite = p.overflow_nonfinite ? away : hn::FirstN(du, 0);
+        const MU to_max = hn::AndNot(nonfinite, over);
+        const VU nf_bits = hn::Set(du, p.overflow_bits);
+        res = hn::IfThenElse(nonfinite, p.overflow_signed ? hn::Or(nf_bits, sign) : nf_bits, res);
+        res = hn::IfThenElse(to_max, hn::Or(kMaxU, sign), res);
+        inexact_all = hn::Or(inexact_all, over);
+        n_over += hn::CountTrue(du, over);
+        n_sat += hn::CountTrue(du, to_max);
+        if (p.overflow_is_nan) n_nan += hn::CountTrue(du, nonfinite);
+      }
+      if (!hn::AllFalse(du, special)) {
+        MU nanlike = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kInf));
+        if (!p.is_signed) nanlike = hn::Or(nanlike, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+        const MU inf = hn::AndNot(nanlike, hn::RebindMask(du, hn::Eq(hn::BitCast(di, a), kInf)));
+        res = hn::IfThenElse(nanlike, hn::Set(du, p.nan_in_bits), res);
+        const VU inf_bits = hn::Set(du, p.inf_bits);
+        res = hn::IfThenElse(inf, p.inf_signed ? hn::Or(inf_bits, sign) : inf_bits, res);
+        const MU nanlike_v = kTail ? hn::And(nanlike, valid) : nanlike;
+        const MU inf_v = kTail ? hn::And(inf, valid) : inf;
+        n_nan += hn::CountTrue(du, nanlike_v);
+        if (p.inf_is_nan) n_nan += hn::CountTrue(du, inf_v);
+        if (p.inf_saturates) n_sat += hn::CountTrue(du, inf_v);
+        inexact_all = hn::AndNot(special, inexact_all);
+        under = hn::AndNot(special, under);
+        sub = hn::AndNot(special, sub);
+      }
+    }
+    hn::StoreU(hn::BitCast(df, res), df, dst);
+    if constexpr (kStats) {
+      if (kTail) {
+        inexact_all = hn::And(inexact_all, valid);
+        under = hn::And(under, valid);
+        sub = hn::And(sub, valid);
+      }
+      c_inexact = hn::Sub(c_inexact, hn::VecFromMask(du, inexact_all));
+      c_under = hn::Sub(c_under, hn::VecFromMask(du, under));
+      c_sub = hn::Sub(c_sub, hn::VecFromMask(du, sub));
+    }
+  };
+
+  const MU all = hn::FirstN(du, N);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    step.template operator()<false>(in + i, out + i, idx0 + static_cast<uint32_t>(i), all);
+  }
+  if (i < n) {  // the tail goes through the same code on a padded copy
+    HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
+    const size_t rest = n - i;
+    for (size_t j = 0; j < rest; ++j) buf[j] = in[i + j];
+    step.template operator()<true>(buf, buf, idx0 + static_cast<uint32_t>(i), hn::FirstN(du, rest));
+    for (size_t j = 0; j < rest; ++j) out[i + j] = buf[j];
+  }
+  if constexpr (kStats) {
+    counts[0] += hn::GetLane(hn::SumOfLanes(du, c_inexact));
+    counts[1] += hn::GetLane(hn::SumOfLanes(du, c_under));
+    counts[2] += hn::GetLane(hn::SumOfLanes(du, c_sub));
+    counts[3] += n_over;
+    counts[4] += n_sat;
+    counts[5] += n_nan;
+  }
+}
+
+template <bool kStats>
+void QuantizeMode(const F32Plan& p, uint32_t k0, uint32_t k1, const float* in, float* out,
+                  size_t n, uint32_t idx0, Counts& c) {
+  switch (p.rounding) {
+    case Rounding::kNearestEven: return QuantizeRun<Rounding::kNearestEven, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kNearestAway: return QuantizeRun<Rounding::kNearestAway, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kTowardZero: return QuantizeRun<Rounding::kTowardZero, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kUp: return QuantizeRun<Rounding::kUp, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kDown: return QuantizeRun<Rounding::kDown, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kOdd: return QuantizeRun<Rounding::kOdd, kStats>(p, k0, k1, in, out, n, idx0, c);
+    case Rounding::kStochastic: return QuantizeRun<Rounding::kStochastic, kStats>(p, k0, k1, in, out, n, idx0, c);
+  }
+}
+
+void QuantizeF32(const F32Plan& p, uint32_t k0, uint32_t k1, const float* in, float* out, size_t n,
+                 uint32_t idx0, Counts* counts) {
+  Counts unused{};
+  if (counts) QuantizeMode<true>(p, k0, k1, in, out, n, idx0, *counts);
+  else QuantizeMode<false>(p, k0, k1, in, out, n, idx0, unused);
+}
+
+int64_t KernelTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace precsim
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "precsim/formats/quantize.h"
+#include "precsim/formats/sr_bits.h"
 
 namespace precsim {
 
-// Placeholder until the Highway kernel lands: always defer to the scalar path.
-bool quantize_f32_fast(const Format&, const float*, float*, size_t, const QuantOptions&,
-                       QuantStats*, uint64_t) {
-  return false;
+HWY_EXPORT(QuantizeF32);
+HWY_EXPORT(KernelTarget);
+
+void quantize_f32_span(const F32Plan& p, const SrKey& key, const float* in, float* out, size_t n,
+                       QuantStats* stats, uint64_t index_base) {
+  // Pieces never cross a multiple of 2^32 in the index (the SR stream changes there) and stay
+  // small enough for the kernel's 32-bit lane counters.
+  constexpr uint64_t kPiece = uint64_t{1} << 24;
+  uint64_t counts[6] = {};
+  size_t done = 0;
+  while (done < n) {
+    const uint64_t index = index_base + done;
+    const uint64_t to_boundary = (uint64_t{1} << 32) - (index & 0xffffffffu);
+    const size_t len = static_cast<size_t>(std::min<uint64_t>({n - done, kPiece, to_boundary}));
+    uint32_t k0 = 0, k1 = 0;
+    if (p.rounding == Rounding::kStochastic) {
+      const SrStream st = make_sr_stream(key, index >> 32);
+      k0 = st.k0;
+      k1 = st.k1;
+    }
+    HWY_DYNAMIC_DISPATCH(QuantizeF32)(p, k0, k1, in + done, out + done, len,
+                                      static_cast<uint32_t>(index), stats ? &counts : nullptr);
+    done += len;
+  }
+  if (stats) {
+    stats->count += n;
+    stats->inexact += counts[0];
+    stats->underflow_to_zero += counts[1];
+    stats->subnormal += counts[2];
+    stats->overflow += counts[3];
+    stats->saturated += counts[4];
+    stats->nan += counts[5];
+  }
+}
+
+namespace {
+
+// Compiled targets this CPU supports, read before any forcing changes what Highway reports.
+const std::vector<int64_t>& available_targets() {
+  static const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  return targets;
+}
+
+}  // namespace
+
+std::vector<std::string> quantize_simd_targets() {
+  std::vector<std::string> names;
+  for (const int64_t t : available_targets()) names.emplace_back(hwy::TargetName(t));
+  return names;
+}
+
+std::string quantize_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(KernelTarget)()); }
+
+void force_quantize_simd_target(std::string_view name) {
+  const auto& targets = available_targets();
+  if (name.empty()) {
+    hwy::SetSupportedTargetsForTest(0);
+    return;
+  }
+  for (const int64_t t : targets) {
+    if (name == hwy::TargetName(t)) {
+      hwy::SetSupportedTargetsForTest(t);
+      return;
+    }
+  }
+  std::string allowed;
+  for (const auto& n : quantize_simd_targets()) allowed += (allowed.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown SIMD target '" + std::string(name) + "'; this build and CPU have: " + allowed);
 }
 
 }  // namespace precsim
+#endif  // HWY_ONCE

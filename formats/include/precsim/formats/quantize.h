@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
@@ -40,5 +43,19 @@ void unpack_nibbles(std::span<const uint8_t> packed, std::span<uint8_t> codes);
 // kernel must give the same bits; tests compare them.
 void quantize_reference(const Format& f, std::span<const float> in, std::span<float> out,
                         const QuantOptions& opts, QuantStats* stats, uint64_t index_base);
+
+// Whether quantize() on float32 takes the vectorised kernel for this format and these options: every
+// format whose values are all float32 values (all presets but fp64); otherwise the scalar path.
+bool quantize_is_vectorised(const Format& f, const QuantOptions& opts = {});
+
+// The Highway targets of the float32 kernel compiled into this build that this CPU supports, best
+// first ("AVX3", "AVX2", "SSE4", "SSSE3", "EMU128"); quantize() uses the first unless forced.
+std::vector<std::string> quantize_simd_targets();
+// The target quantize() uses now.
+std::string quantize_simd_target();
+// Forces every Highway dispatch in the process onto one of quantize_simd_targets(); "" restores
+// the best. For tests and benchmarks only: process-wide and not thread-safe. Throws
+// std::invalid_argument naming the available targets.
+void force_quantize_simd_target(std::string_view name);
 
 }  // namespace precsim
