@@ -228,6 +228,11 @@ TEST(RoundingTable, StatusBits) {
   EXPECT_EQ(st, uint32_t{kInvalid});
   round_to(format_by_name("e8m0"), -2, {}, &st);
   EXPECT_TRUE(st & kInvalid);
+  // e8m0 has no zero: tiny values give 2^-127, inexact but not an underflow to zero.
+  EXPECT_EQ(round_to(format_by_name("e8m0"), 1e-45, {}, &st), 0x1p-127);
+  EXPECT_EQ(st, uint32_t{kInexact});
+  round_to(format_by_name("e8m0"), 0.0, {}, &st);
+  EXPECT_EQ(st, uint32_t{kInexact});
   QuantOptions flush;
   flush.flush_subnormals = true;
   EXPECT_EQ(round_to(f, std::nextafter(0x1p-14, 0.0), flush, &st), 0.0);

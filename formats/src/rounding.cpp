@@ -23,7 +23,8 @@ uint64_t with_sign(const Format& f, bool negative, uint64_t mag) {
 }
 
 Rounded zero_result(const Format& f, bool negative, uint32_t status) {
-  if (!f.has_zero) return {0, status | kInexact};  // E8M0: the smallest scale, 2^-127
+  // E8M0 has no zero: the smallest scale, 2^-127, is not an underflow to zero.
+  if (!f.has_zero) return {0, (status & ~uint32_t{kUnderflowToZero}) | kInexact};
   return {with_sign(f, negative && f.has_negative_zero(), 0), status};
 }
 

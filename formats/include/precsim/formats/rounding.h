@@ -26,7 +26,13 @@ struct Rounded {
 // Rounds a finite exact value. `random_bits` are used only by stochastic rounding (their top
 // opts.sr_bits bits): the value rounds up when the discarded fraction, truncated to k bits,
 // exceeds the k-bit random number, so P(up) = floor(frac * 2^k) / 2^k; this is the same as adding
-// k random bits below the last kept bit and truncating, as hardware SR does.
+// k random bits below the last kept bit and truncating, as hardware SR does. The neighbours are
+// those of the format's value grid: among subnormals the gap is the subnormal spacing (and below
+// the smallest subnormal the lower neighbour is zero); above the largest finite value the upper
+// neighbour is the next value of an unbounded exponent range, so the result overflows (Inf, NaN
+// or the largest finite, per QuantOptions::overflow) with probability floor(frac * 2^k) / 2^k.
+// Ties to even in a format without mantissa bits (e8m0) go up: the kept bit is the implicit 1.
+// Overflow to NaN keeps the sign of x (E4M3FN: -465 -> 0xff), as cuda_fp8.h and ml_dtypes do.
 Rounded round_exact(const Format& f, const Exact& x, const QuantOptions& opts, uint32_t random_bits);
 
 // Rounds a double (any value, NaN and Inf included). SR bits come from sr_bits(opts.sr_key, index).
