@@ -1,0 +1,112 @@
+// How a dot product is summed: the order, the format of the running sum, the rounding of each step,
+// and the Tensor Core block-FMA model with its per-GPU parameters
+// (shared/reference/tensor_cores_and_reductions.md sections 2 and 3).
+//
+// Spec grammar (accepted wherever a model is named, e.g. `precsim dot --model`):
+//   PRESET                               a name from accum_presets() ("a100", "h100-fp8-fast", ...)
+//   PRESET:key=value[:key=value...]      a preset with some parameters changed
+//   KIND[:key=value...]                  KIND = seq | pairwise | kahan | exact | block | unordered
+//   {...}                                the JSON object written by to_json(AccumModel)
+// Keys (all optional; defaults are those of the kind, or of the preset):
+//   acc=FORMAT          accumulator format (seq, pairwise, kahan, exact) or block output format
+//   round=MODE          rounding of every accumulation step (nearest-even, toward-zero, ...)
+//   fma=0|1             seq: the product is added with one rounding (std::fma), as CUDA-core FFMA
+//   n=INT               block: products fused per block
+//   F=INT               block: fraction bits kept after alignment to the largest exponent
+//   final=MODE          block: rounding of each block result (toward-zero or nearest-even)
+//   ofb=INT             block: fraction bits of each block result (23 fp32, 13 e8m13, 10 fp16)
+//   norm=0|1            block: normalise products to [1,2) before alignment (hardware: 0)
+//   floor=INT           block: lower bound of the alignment exponent E
+//   insub=0|1 outsub=0|1  block: subnormal inputs / results kept (0: flushed to zero)
+//   cnan=0|1            block: NaN results are the canonical NaN
+//   split=INT           block: blocks per MMA instruction (documentation of the hardware shape)
+//   promote=INT         N_C: restart the inner accumulator every N_C products and add it to an
+//                       FP32 outer accumulator (0: never, "fast accumulation")
+//   promote_round=MODE  rounding of the outer FP32 add (default nearest-even, a CUDA-core add)
+//   splitk=INT          K cut into this many contiguous slices summed independently
+//   splitk_scheme=compute|output|inplace  where slices are combined: in the accumulator format
+//                       (compute), or in the GEMM output format (output, inplace)
+//   tf32=MODE           rounding of FP32 operands into TF32 (toward-zero, nearest-even,
+//                       nearest-away); applies when an operand format is tf32
+// Example: "block:n=32:F=13:ofb=13:promote=128" is H100 FP8 with CUTLASS-style promotion.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "precsim/formats/format.h"
+#include "precsim/formats/quant_options.h"
+
+namespace precsim {
+
+enum class AccumKind : uint8_t {
+  kSequential,  // s = round(s + round(a*b)), or round(s + a*b) with fma; k in increasing order
+  kPairwise,    // products rounded, then a balanced binary tree of rounded adds (halves, left first)
+  kKahan,       // compensated sequential sum in the accumulator format
+  kExact,       // the exact sum, rounded once
+  kBlockFma,    // Tensor Core block FMA: align to the largest exponent, truncate, sum, round
+  kUnordered,   // Eigen's GEMM: fast, summation order depends on the CPU; not reproducible
+};
+
+enum class SplitKScheme : uint8_t {
+  kComputeType,  // slices combined in the accumulator format (cuBLASLt COMPUTE_TYPE)
+  kOutputType,   // slices combined in the GEMM output format (OUTPUT_TYPE)
+  kInplace,      // slices added into the output in the output format (INPLACE); same sums here
+};
+
+// Parameters of the block-FMA model (reference section 2.1).
+struct BlockFmaParams {
+  int block_size = 8;                               // n
+  int frac_bits = 24;                               // F
+  Rounding final_rounding = Rounding::kTowardZero;  // toward-zero or nearest-even
+  int out_frac_bits = 23;                           // fraction bits of each block result
+  bool normalize_products = false;                  // KM26 denorm_prd = 1 means false
+  int align_exp_floor = -1024;                      // KM26 min_exp_limit
+  bool in_subnormals = true;
+  bool out_subnormals = true;
+  bool canonical_nan = true;
+  int instruction_split = 1;
+  friend bool operator==(const BlockFmaParams&, const BlockFmaParams&) = default;
+};
+
+struct AccumModel {
+  std::string name = "fp32-seq";  // preset name, or "custom"
+  AccumKind kind = AccumKind::kSequential;
+  Format acc;                      // accumulator (or block output) format; fp32 unless set
+  Rounding rounding = Rounding::kNearestEven;
+  bool fma = false;
+  BlockFmaParams block;
+  int promote_every = 0;  // N_C; 0: no promotion
+  Rounding promote_rounding = Rounding::kNearestEven;
+  int split_k = 1;
+  SplitKScheme split_k_scheme = SplitKScheme::kComputeType;
+  Rounding tf32_rounding = Rounding::kNearestEven;
+  std::string source;       // where the parameters come from
+  bool calibrated = false;  // measured on hardware in this project
+  std::string description;
+
+  AccumModel();
+  bool reproducible() const { return kind != AccumKind::kUnordered; }
+  friend bool operator==(const AccumModel&, const AccumModel&) = default;
+};
+
+// All named presets, in display order.
+const std::vector<AccumModel>& accum_presets();
+std::string known_accum_model_names();
+// A preset name, a spec or a JSON object (grammar above). Throws std::invalid_argument naming the
+// bad part and what is allowed (unknown presets list the names).
+AccumModel parse_accum_model(std::string_view spec);
+// Canonical spec string: parse_accum_model(to_spec(m)) == m up to name/source/description.
+std::string to_spec(const AccumModel& m);
+
+nlohmann::json to_json(const AccumModel& m);
+AccumModel accum_model_from_json(const nlohmann::json& j);  // throws std::invalid_argument
+
+std::string_view to_string(AccumKind);
+std::string_view to_string(SplitKScheme);
+
+}  // namespace precsim

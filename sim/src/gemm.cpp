@@ -1,0 +1,210 @@
+#include "precsim/sim/gemm.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "accum_engine.h"
+#include "gemm_kernels.h"
+#include "precsim/formats/quantize.h"
+#include "precsim/formats/rounding.h"
+
+namespace precsim {
+namespace {
+
+using detail::fp32_format;
+using detail::fp64_format;
+const Format& tf32_format() {
+  static const Format f = format_by_name("tf32");
+  return f;
+}
+
+struct Layout {
+  int64_t lda, ldb, ldc;
+  int64_t a_rows, a_cols, b_rows, b_cols;  // stored shapes
+};
+
+Layout resolve_layout(const GemmArgs& g) {
+  if (g.m < 0 || g.n < 0 || g.k < 0)
+    throw std::invalid_argument(fmt::format("gemm: negative shape m={} n={} k={}", g.m, g.n, g.k));
+  Layout l;
+  l.a_rows = g.trans_a ? g.k : g.m;
+  l.a_cols = g.trans_a ? g.m : g.k;
+  l.b_rows = g.trans_b ? g.n : g.k;
+  l.b_cols = g.trans_b ? g.k : g.n;
+  l.lda = g.lda ? g.lda : l.a_cols;
+  l.ldb = g.ldb ? g.ldb : l.b_cols;
+  l.ldc = g.ldc ? g.ldc : g.n;
+  if (l.lda < l.a_cols || l.ldb < l.b_cols || l.ldc < g.n)
+    throw std::invalid_argument(fmt::format("gemm: leading dimensions lda={} ldb={} ldc={} smaller than the rows "
+                                            "they hold ({}, {}, {})", l.lda, l.ldb, l.ldc, l.a_cols, l.b_cols, g.n));
+  return l;
+}
+
+// Operands as values of their formats: checked, rounded, or trusted. Returns the pointer to use
+// (the caller's array, or `store` holding a rounded packed copy with ld = cols).
+const float* prepare_operand(const char* name, const float* x, int64_t rows, int64_t cols, int64_t& ld,
+                             const Format& f, const AccumModel& model, InputPolicy policy,
+                             std::vector<float>& store, QuantStats& stats) {
+  if (policy == InputPolicy::kTrust || rows * cols == 0 || f == fp32_format()) return x;
+  QuantOptions o;
+  if (f == tf32_format()) o.rounding = model.tf32_rounding;
+  store.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(x + r * ld, x + r * ld + cols, store.begin() + r * cols);
+  QuantStats st;
+  quantize(f, std::span<const float>(store), std::span<float>(store), o, &st);
+  if (policy == InputPolicy::kCheck) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = x[r * ld + c], q = store[r * cols + c];
+        if (!(v == q || (std::isnan(v) && std::isnan(q))) || std::signbit(v) != std::signbit(q))
+          throw std::invalid_argument(fmt::format("gemm: operand {}[{}][{}] = {} ({:a}) is not a value of {}", name, r,
+                                                  c, v, v, f.name));
+      }
+    }
+    store.clear();
+    return x;
+  }
+  stats += st;
+  ld = cols;
+  return store.data();
+}
+
+float to_f32(double x) { return static_cast<float>(x); }
+
+template <class Out>
+GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, const float* b, Out* c) {
+  Layout l = resolve_layout(g);
+  GemmStats stats;
+  stats.macs = static_cast<uint64_t>(g.m) * g.n * g.k;
+  std::vector<float> sa, sb;
+  a = prepare_operand("A", a, l.a_rows, l.a_cols, l.lda, g.a_format, model, g.input_policy, sa, stats.inputs);
+  b = prepare_operand("B", b, l.b_rows, l.b_cols, l.ldb, g.b_format, model, g.input_policy, sb, stats.inputs);
+  if (g.m == 0 || g.n == 0) return stats;
+
+  const detail::AccumEngine eng(model.kind == AccumKind::kUnordered ? AccumModel() : model, g.a_format,
+                                g.b_format, g.out_format);
+  const bool f64_acc = eng.native_f64();
+  const Format& compute = f64_acc ? fp64_format() : fp32_format();
+  const double alpha = f64_acc ? g.alpha : to_f32(g.alpha);
+  const double beta = f64_acc ? g.beta : to_f32(g.beta);
+  QuantOptions co;  // the epilogue's compute-format arithmetic: nearest-even
+  const bool out_native32 = std::is_same_v<Out, float> && g.out_format == fp32_format() && g.out_options == QuantOptions();
+  const bool out_native64 = std::is_same_v<Out, double> && g.out_format == fp64_format() && g.out_options == QuantOptions();
+
+  // Accumulators for all outputs first (double holds every accumulator format exactly).
+  std::vector<double> acc(static_cast<size_t>(g.m * g.n));
+  const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
+  const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
+                              b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
+  if (model.kind == AccumKind::kUnordered) {
+    detail::eigen_gemm(ka, acc.data());
+  } else if (eng.native_f32() && model.split_k == 1) {
+    detail::seq_f32_gemm(ka, model.fma, acc.data());
+  } else if (eng.native_f64() && model.split_k == 1) {
+    detail::seq_f64_gemm(ka, acc.data());
+  } else {
+    uint32_t st_all = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : st_all)
+    for (int64_t i = 0; i < g.m; ++i) {
+      uint32_t st = 0;
+      for (int64_t j = 0; j < g.n; ++j) {
+        const detail::DotOperands x{a + i * ka.a_rs, ka.a_ks, b + j * ka.b_cs, ka.b_ks, g.k};
+        acc[i * g.n + j] = eng.dot(x, 0.0, st);
+      }
+      st_all |= st;
+    }
+  }
+
+  // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format.
+  QuantStats out_stats;
+  uint64_t nans = 0, infs = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : nans, infs)
+  {
+    QuantStats local;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        uint32_t st = 0;
+        double t = acc[i * g.n + j];
+        if (alpha != 1.0) t = detail::round_value(compute, co, alpha * t, st);
+        Out& dst = c[i * l.ldc + j];
+        if (beta != 0.0) {
+          const double bc = detail::round_value(compute, co, beta * static_cast<double>(dst), st);
+          t = detail::round_sum(compute, co, t, bc, st);
+        }
+        double v;
+        if (out_native32 || out_native64) {
+          v = t;
+          uint32_t s = 0;
+          if (std::isnan(v)) s |= kNanResult;
+          local.add(s);
+        } else {
+          uint32_t s = 0;
+          v = round_to(g.out_format, t, g.out_options, &s, static_cast<uint64_t>(i * g.n + j));
+          local.add(s);
+        }
+        nans += std::isnan(v);
+        infs += std::isinf(v);
+        dst = static_cast<Out>(v);
+      }
+    }
+#pragma omp critical
+    out_stats += local;
+  }
+  stats.output = out_stats;
+  stats.nan_outputs = nans;
+  stats.inf_outputs = infs;
+  return stats;
+}
+
+}  // namespace
+
+GemmArgs::GemmArgs() : a_format(fp32_format()), b_format(fp32_format()), out_format(fp32_format()) {}
+
+GemmStats gemm(const AccumModel& model, const GemmArgs& args, const float* a, const float* b, float* c) {
+  if (args.out_format.bits() > 32 || args.out_format.emax() > 127)
+    throw std::invalid_argument("gemm: output format '" + args.out_format.name + "' does not fit a float; use the double output");
+  return run_gemm(model, args, a, b, c);
+}
+
+GemmStats gemm(const AccumModel& model, const GemmArgs& args, const float* a, const float* b, double* c) {
+  return run_gemm(model, args, a, b, c);
+}
+
+void gemm_f64(const GemmArgs& g, const double* a, const double* b, double* c, bool fma) {
+  const Layout l = resolve_layout(g);
+  const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
+  const int64_t a_rs = g.trans_a ? 1 : l.lda, a_ks = g.trans_a ? l.lda : 1;
+  const int64_t b_ks = g.trans_b ? 1 : l.ldb, b_cs = g.trans_b ? l.ldb : 1;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      double s = 0;
+      const double* ar = a + i * a_rs;
+      const double* bc = b + j * b_cs;
+      if (fma) {
+        for (int64_t p = 0; p < g.k; ++p) s = std::fma(ar[p * a_ks], bc[p * b_ks], s);
+      } else {
+        for (int64_t p = 0; p < g.k; ++p) s = s + ar[p * a_ks] * bc[p * b_ks];
+      }
+      double& dst = c[i * l.ldc + j];
+      const double t = g.alpha * s;
+      dst = g.beta != 0.0 ? t + g.beta * dst : t;
+    }
+  }
+}
+
+uint64_t gemm_bytes_estimate(int64_t m, int64_t n, int64_t k) {
+  const long double b = 4.0L * (static_cast<long double>(m) * k + static_cast<long double>(k) * n) +
+                        16.0L * static_cast<long double>(m) * n;
+  return b > 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
+}
+
+}  // namespace precsim
