@@ -75,7 +75,11 @@ std::string status_to_string(uint32_t s) {
   }};
   std::string out;
   for (const auto& [bit, name] : kNames)
-    if (s & bit) out += (out.empty() ? "" : "|") + std::string(name);
+    if (s & bit) {
+      // Appended piecewise: `"|" + std::string(name)` trips GCC 12's -Wrestrict false positive.
+      if (!out.empty()) out += '|';
+      out += name;
+    }
   return out.empty() ? "exact" : out;
 }
 
