@@ -1,0 +1,145 @@
+// precsim allreduce: the all-reduce alone on generated gradients, error against the exact sum.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "cli_common.h"
+#include "precsim/sim/allreduce.h"
+#include "precsim/sim/exact_sum.h"
+#include "precsim/sim/random.h"
+#include "quant_args.h"
+
+namespace precsim::cli {
+namespace {
+
+struct Args {
+  std::string workers = "8";
+  size_t elements = 1 << 16;
+  std::string formats = "bf16";
+  std::string algorithms = "ring";
+  std::string average = "sum";
+  std::string hook = "none";
+  double stddev = 1e-2;
+  double mean = 0.0;
+  uint64_t seed = 0;
+  OutputOptions out;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int parse_workers(const std::string& s) {
+  try {
+    size_t used = 0;
+    const int w = std::stoi(s, &used);
+    if (used == s.size() && w >= 1 && w <= 4096) return w;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--workers: '" + s + "' is not a worker count; allowed: integers 1..4096, comma-separated");
+}
+
+template <typename Fn>
+auto parse_or_usage(const char* opt, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(opt) + ": " + e.what());
+  }
+}
+
+void run(const Args& a) {
+  check_output(a.out);
+  if (a.elements == 0) throw UsageError("--elements must be at least 1");
+  std::vector<int> workers;
+  for (const auto& w : split(a.workers)) workers.push_back(parse_workers(w));
+  std::vector<Format> formats;
+  for (const auto& f : split(a.formats)) formats.push_back(parse_format_arg("--format", f));
+  std::vector<AllReduceAlgorithm> algos;
+  for (const auto& s : split(a.algorithms)) algos.push_back(parse_or_usage("--algorithm", [&] { return parse_allreduce_algorithm(s); }));
+  const AverageMode avg = parse_or_usage("--average", [&] { return parse_average_mode(a.average); });
+  const CompressHook hook = parse_or_usage("--hook", [&] { return parse_compress_hook(a.hook); });
+  if (workers.empty() || formats.empty() || algos.empty()) throw UsageError("--workers, --format and --algorithm need at least one value");
+  if (!(a.stddev > 0) || !std::isfinite(a.stddev)) throw UsageError("--std must be a positive number");
+  const double mem = double(a.elements) * 4.0 * 4.0 * *std::max_element(workers.begin(), workers.end());
+  if (mem > 8e9) throw UsageError(fmt::format("--elements {} x --workers needs about {:.1f} GB; the limit is 8 GB", a.elements, mem / 1e9));
+
+  Report r("allreduce");
+  r.config() = {{"workers", workers}, {"elements", a.elements}, {"formats", split(a.formats)},
+                {"algorithms", split(a.algorithms)}, {"average", to_string(avg)}, {"hook", to_string(hook)},
+                {"distribution", {{"name", "normal"}, {"mean", a.mean}, {"std", a.stddev}}}};
+  r.seeds() = {{"data", a.seed}};
+  nlohmann::json rows = nlohmann::json::array();
+  if (!a.out.json)
+    std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13} {:>13} {:>12} {}\n", "workers", "format",
+                             "algorithm", "average", "rel_err_norm", "rel_err_max", "mean_bias", "ranks_identical");
+  for (int w : workers) {
+    std::vector<std::vector<float>> g(w, std::vector<float>(a.elements));
+    for (int p = 0; p < w; ++p) fill_normal(g[p], a.seed, static_cast<uint64_t>(p), a.mean, a.stddev);
+    // The exact average, per element, for every configuration of this worker count.
+    std::vector<double> exact(a.elements);
+    for (size_t i = 0; i < a.elements; ++i) {
+      ExactSum s;
+      for (int p = 0; p < w; ++p) s.add(g[p][i]);
+      exact[i] = s.to_double() / (avg == AverageMode::kSum ? 1.0 : w);
+    }
+    std::vector<std::span<const float>> spans(g.begin(), g.end());
+    for (const Format& f : formats) {
+      for (AllReduceAlgorithm al : algos) {
+        std::cerr << fmt::format("all-reduce: {} workers, {}, {}\n", w, f.name, to_string(al));
+        AllReduceConfig c{w, al, f, avg, hook};
+        const AllReduceResult res = allreduce(spans, c);
+        double num = 0, den = 0, maxrel = 0, bias = 0;
+        size_t nb = 0;
+        for (size_t i = 0; i < a.elements; ++i) {
+          const double d = res.reduced[i] - exact[i];
+          num += d * d;
+          den += exact[i] * exact[i];
+          if (exact[i] != 0) {
+            maxrel = std::max(maxrel, std::fabs(d / exact[i]));
+            bias += d / exact[i];
+            ++nb;
+          }
+        }
+        const double rel_norm = den > 0 ? std::sqrt(num / den) : 0.0;
+        rows.push_back({{"workers", w}, {"format", f.name}, {"algorithm", to_string(al)},
+                        {"average", to_string(avg)}, {"hook", to_string(hook)},
+                        {"rel_err_norm", json_number(rel_norm)}, {"rel_err_max", json_number(maxrel)},
+                        {"mean_rel_bias", json_number(nb ? bias / nb : 0.0)},
+                        {"ranks_identical", res.ranks_identical}, {"fp8_scale", json_number(res.scale)}});
+        if (!a.out.json)
+          std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13.4e} {:>13.4e} {:>12.3e} {}\n", w, f.name,
+                                   to_string(al), to_string(avg), rel_norm, maxrel, nb ? bias / nb : 0.0,
+                                   res.ranks_identical ? "yes" : "NO");
+      }
+    }
+  }
+  r.results()["runs"] = rows;
+  finish_report(r, a.out);
+}
+
+const Registrar reg(60, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("allreduce", "simulate a data-parallel all-reduce on generated gradients");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--workers,-w", a->workers, "worker counts, comma-separated")->capture_default_str();
+  cmd->add_option("--elements,-n", a->elements, "gradient elements per worker")->capture_default_str();
+  cmd->add_option("--format,-f", a->formats, "buffer formats, comma-separated (fp64, fp32, bf16, fp16, e4m3, e5m2)")->capture_default_str();
+  cmd->add_option("--algorithm,-a", a->algorithms, "ring|tree|naive|fp32-accumulate, comma-separated")->capture_default_str();
+  cmd->add_option("--average", a->average, "sum|ddp|nccl-avg|post-divide|fsdp")->capture_default_str();
+  cmd->add_option("--hook", a->hook, "DDP compression hook: none|bf16|fp16")->capture_default_str();
+  cmd->add_option("--mean", a->mean, "gradient mean")->capture_default_str();
+  cmd->add_option("--std", a->stddev, "gradient standard deviation")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "data seed")->capture_default_str();
+  add_output_options(cmd, a->out);
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace precsim::cli
