@@ -10,6 +10,7 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum_model.h"
+#include "precsim/sim/exact_dot.h"
 #include "precsim/sim/gemm.h"
 #include "precsim/sim/random.h"
 
@@ -242,6 +243,49 @@ TEST(AccumEqualities, KahanBeatsSequentialOnIllConditionedSums) {
     EXPECT_GT(err_seq / 10, 0.9) << acc;  // the recursive sum lost (nearly) everything
     EXPECT_LT(err_kahan * 5, err_seq) << acc;
   }
+}
+
+// The long accumulator against the cpp_int oracle: products over the whole float range
+// (subnormals included) with a double addend, rounded once to FP32 nearest-even.
+TEST(LongAccumulator, CorrectlyRoundedOverTheWholeFloatRange) {
+  const Format fp32 = kFp32;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const size_t n = 1 + seed % 50;
+    std::vector<float> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int ea = static_cast<int>(std::floor(uniform01(seed, 11, i) * 276)) - 149;
+      const int eb = static_cast<int>(std::floor(uniform01(seed, 12, i) * 276)) - 149;
+      a[i] = static_cast<float>(std::ldexp(standard_normal(seed, 13, i), ea));
+      b[i] = static_cast<float>(std::ldexp(standard_normal(seed, 14, i), eb));
+      if (!std::isfinite(a[i] * double(b[i])) || std::fabs(a[i] * double(b[i])) > 1e36) a[i] = 1.0f;
+    }
+    const double c = std::ldexp(standard_normal(seed, 15, 0), static_cast<int>(seed % 200) - 100);
+    const Rounded r = exact_dot(a, b, c, fp32);
+    const float got = static_cast<float>(decode(fp32, r.code));
+    EXPECT_TRUE(is_rne_float(exact_scaled(a, b, c), got)) << "seed " << seed;
+  }
+}
+
+TEST(LongAccumulator, HugeCancellationsAndSigns) {
+  LongAccumulator acc;
+  acc.add(1e300);
+  acc.add(0x1p-1074);
+  acc.add(-1e300);
+  EXPECT_EQ(acc.to_double(), 0x1p-1074);
+  EXPECT_EQ(acc.sign(), 1);
+  acc.add(-0x1p-1073);
+  EXPECT_EQ(acc.sign(), -1);
+  EXPECT_EQ(acc.to_double(), -0x1p-1074);
+  // FP32 product range ends: the smallest subnormal squared is exact.
+  LongAccumulator tiny;
+  tiny.add_product(0x1p-149f, 0x1p-149f);
+  EXPECT_EQ(tiny.to_double(), 0x1p-298);
+  LongAccumulator bad;
+  bad.add_product(INFINITY, 0.0f);
+  EXPECT_TRUE(bad.is_nan());
+  LongAccumulator inf;
+  inf.add_product(INFINITY, -2.0f);
+  EXPECT_EQ(inf.to_double(), -INFINITY);
 }
 
 TEST(AccumDot, MismatchedLengthsAreRejected) {
