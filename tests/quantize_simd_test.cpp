@@ -67,7 +67,7 @@ std::vector<float> boundary_inputs(const Format& f) {
   for (const double p : points) {
     const float x = static_cast<float>(p);
     if (!std::isfinite(x) || static_cast<double>(x) != p) continue;
-    for (int delta = -2; delta <= 2; ++delta) push_both_signs(in, bits_of(x) + delta);
+    for (int delta = -1; delta <= 1; ++delta) push_both_signs(in, bits_of(x) + delta);
   }
   return in;
 }

@@ -61,6 +61,14 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
   const VU kIota = hn::Iota(du, 0);
   const VU kMul1 = hn::Set(du, 0x7feb352du);
   const VU kMul2 = hn::Set(du, 0x846ca68bu);
+  // The fixed-drop paths: d = 23 - m bits dropped at and above 2^emin.
+  const int drop = 23 - p.man_bits;
+  const VU kDropU = hn::Set(du, static_cast<uint32_t>(drop));
+  const VU kDropUnit = hn::Set(du, 1u << drop);
+  const VU kDropMask = hn::Set(du, (1u << drop) - 1);
+  const VU kHalfMinus1 = hn::Set(du, drop > 0 ? (1u << (drop - 1)) - 1 : 0);
+  const VU kFracShift = hn::Set(du, static_cast<uint32_t>(32 - drop) & 31);
+  const auto kMagic = hn::Set(df, p.magic);
 
   VU c_inexact = kZeroU, c_under = kZeroU, c_sub = kZeroU;
   uint64_t n_over = 0, n_sat = 0, n_nan = 0;
@@ -79,7 +87,73 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
     return x;
   };
 
-  auto step = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
+  // Overflow and special lanes, then the store and the statistics: shared by every path. `mag` is
+  // the rounded magnitude, `res` the result with its sign; `over` flags lanes to look at again.
+  auto finish = [&]<bool kTail>(float* dst, VU u, VU sign, VU a, VU mag, VU res, MU over, MU under,
+                                MU sub, MU valid) HWY_ATTR {
+    MU inexact = hn::Not(hn::Eq(mag, a));
+    // Inf and NaN lanes carry garbage (even into the sign bit), so they are flagged from the input.
+    over = hn::Or(over, hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite)));
+    if (!p.is_signed) over = hn::Or(over, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+    if (HWY_UNLIKELY(!hn::AllFalse(du, over))) {
+      MU special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite));
+      if (!p.is_signed) special = hn::Or(special, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+      over = hn::AndNot(special, over);
+      if (kTail) over = hn::And(over, valid);
+      if (!hn::AllFalse(du, over)) {
+        MU away = over;  // the nearest modes and SR round every overflow away from zero
+        if constexpr (M == Rounding::kTowardZero || M == Rounding::kOdd) away = hn::FirstN(du, 0);
+        if constexpr (M == Rounding::kUp) away = hn::And(over, hn::Eq(sign, kZeroU));
+        if constexpr (M == Rounding::kDown) away = hn::AndNot(hn::Eq(sign, kZeroU), over);
+        const MU nonfinite = p.overflow_nonfinite ? away : hn::FirstN(du, 0);
+        const MU to_max = hn::AndNot(nonfinite, over);
+        const VU nf_bits = hn::Set(du, p.overflow_bits);
+        res = hn::IfThenElse(nonfinite, p.overflow_signed ? hn::Or(nf_bits, sign) : nf_bits, res);
+        res = hn::IfThenElse(to_max, hn::Or(kMaxU, sign), res);
+        inexact = hn::Or(inexact, over);
+        n_over += hn::CountTrue(du, over);
+        n_sat += hn::CountTrue(du, to_max);
+        if (p.overflow_is_nan) n_nan += hn::CountTrue(du, nonfinite);
+      }
+      if (!hn::AllFalse(du, special)) {
+        MU nanlike = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kInf));
+        if (!p.is_signed) nanlike = hn::Or(nanlike, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+        const MU inf = hn::AndNot(nanlike, hn::RebindMask(du, hn::Eq(hn::BitCast(di, a), kInf)));
+        res = hn::IfThenElse(nanlike, hn::Set(du, p.nan_in_bits), res);
+        const VU inf_bits = hn::Set(du, p.inf_bits);
+        res = hn::IfThenElse(inf, p.inf_signed ? hn::Or(inf_bits, sign) : inf_bits, res);
+        const MU nanlike_v = kTail ? hn::And(nanlike, valid) : nanlike;
+        const MU inf_v = kTail ? hn::And(inf, valid) : inf;
+        n_nan += hn::CountTrue(du, nanlike_v);
+        if (p.inf_is_nan) n_nan += hn::CountTrue(du, inf_v);
+        if (p.inf_saturates) n_sat += hn::CountTrue(du, inf_v);
+        inexact = hn::AndNot(special, inexact);
+        under = hn::AndNot(special, under);
+        sub = hn::AndNot(special, sub);
+      }
+    }
+    hn::StoreU(hn::BitCast(df, res), df, dst);
+    if constexpr (kStats) {
+      if (kTail) {
+        inexact = hn::And(inexact, valid);
+        under = hn::And(under, valid);
+        sub = hn::And(sub, valid);
+      }
+      c_inexact = hn::Sub(c_inexact, hn::VecFromMask(du, inexact));
+      c_under = hn::Sub(c_under, hn::VecFromMask(du, under));
+      c_sub = hn::Sub(c_sub, hn::VecFromMask(du, sub));
+    }
+  };
+
+  // Statistics of results below the normal range: zero from a non-zero input, or subnormal.
+  auto small_stats = [&](VU a, VU mag, MU zero, MU& under, MU& sub) HWY_ATTR {
+    // E8M0 has no zero: its smallest value is not an underflow to zero.
+    under = p.zero_inexact ? hn::FirstN(du, 0) : hn::AndNot(hn::Eq(a, kZeroU), zero);
+    sub = hn::AndNot(zero, hn::RebindMask(du, hn::Lt(hn::BitCast(di, mag), kSubBelow)));
+  };
+
+  // Any mode, any lane: d varies per lane.
+  auto general = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
     const VU u = hn::BitCast(du, hn::LoadU(df, src));
     const VU sign = hn::And(u, kSign);
     const VU a = hn::Xor(u, sign);
@@ -132,71 +206,65 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
     }
 
     MU zero = hn::Eq(kept, kZeroU);
-    MU flushed = hn::FirstN(du, 0);
-    if (p.flush) {
-      flushed = hn::AndNot(hn::Eq(s, kZeroU),
-                           hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow)));
-      zero = hn::Or(zero, flushed);
-    }
+    if (p.flush) zero = hn::Or(zero, hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow)));
     // Past 24 dropped bits kept is 0 or 1: the result is 0 or the quantum.
     VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(d, k24)), kQuantum, hn::Add(base, kept << dku));
     mag = hn::IfThenElse(zero, kZeroBits, mag);
-    VU res = hn::Or(mag, p.signed_zero ? sign : hn::IfThenZeroElse(zero, sign));
+    const VU res = hn::Or(mag, p.signed_zero ? sign : hn::IfThenZeroElse(zero, sign));
+    const MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
+    MU under, sub;
+    small_stats(a, mag, zero, under, sub);
+    finish.template operator()<kTail>(dst, u, sign, a, mag, res, over, under, sub, valid);
+  };
 
-    MU special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite));
-    if (!p.is_signed) special = hn::Or(special, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
-    MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
-    MU inexact_all = hn::Or(inexact, flushed);
-    if (p.zero_inexact) inexact_all = hn::Or(inexact_all, hn::Eq(s, kZeroU));
-    MU under = hn::AndNot(hn::Eq(s, kZeroU), zero);
-    MU sub = hn::AndNot(zero, hn::RebindMask(du, hn::Lt(hn::BitCast(di, mag), kSubBelow)));
+  // Nearest-even when every value at or above 2^emin has the same number of dropped bits: the
+  // classic carry trick on the bits there, and below it one float addition of 2^(quantum+23),
+  // whose own rounding is nearest-even at exactly the format's quantum (and exact otherwise).
+  auto nearest_even = [&]<bool kTail>(const float* src, float* dst, uint32_t, MU valid) HWY_ATTR {
+    const VU u = hn::BitCast(du, hn::LoadU(df, src));
+    const VU sign = hn::And(u, kSign);
+    const VU a = hn::Xor(u, sign);
+    const VU odd = hn::And(a >> kDropU, kOne);
+    VU mag = hn::AndNot(kDropMask, hn::Add(hn::Add(a, kHalfMinus1), odd));
+    const MU below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow));
+    MU under = hn::FirstN(du, 0), sub = under;
+    if (!hn::AllFalse(du, below)) {
+      const VU small = p.flush ? kZeroU
+                               : hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), kMagic), kMagic));
+      mag = hn::IfThenElse(below, small, mag);
+      small_stats(a, mag, hn::Eq(mag, kZeroU), under, sub);
+    }
+    const VU res = hn::Or(mag, p.signed_zero ? sign : hn::IfThenZeroElse(hn::Eq(mag, kZeroU), sign));
+    const MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
+    finish.template operator()<kTail>(dst, u, sign, a, mag, res, over, under, sub, valid);
+  };
 
-    if (HWY_UNLIKELY(!hn::AllFalse(du, hn::Or(special, over)))) {
-      over = hn::AndNot(special, over);
-      if (kTail) over = hn::And(over, valid);
-      if (!hn::AllFalse(du, over)) {
-        MU away = over;  // the nearest modes and SR round every overflow away from zero
-        if constexpr (M == Rounding::kTowardZero || M == Rounding::kOdd) away = hn::FirstN(du, 0);
-        if constexpr (M == Rounding::kUp) away = hn::And(over, hn::Eq(sign, kZeroU));
-        if constexpr (M == Rounding::kDown) away = hn::AndNot(hn::Eq(sign, kZeroU), over);
-        const MU nonfinite = p.overflow_nonfinite ? away : hn::FirstN(du, 0);
-        const MU to_max = hn::AndNot(nonfinite, over);
-        const VU nf_bits = hn::Set(du, p.overflow_bits);
-        res = hn::IfThenElse(nonfinite, p.overflow_signed ? hn::Or(nf_bits, sign) : nf_bits, res);
-        res = hn::IfThenElse(to_max, hn::Or(kMaxU, sign), res);
-        inexact_all = hn::Or(inexact_all, over);
-        n_over += hn::CountTrue(du, over);
-        n_sat += hn::CountTrue(du, to_max);
-        if (p.overflow_is_nan) n_nan += hn::CountTrue(du, nonfinite);
-      }
-      if (!hn::AllFalse(du, special)) {
-        MU nanlike = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kInf));
-        if (!p.is_signed) nanlike = hn::Or(nanlike, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
-        const MU inf = hn::AndNot(nanlike, hn::RebindMask(du, hn::Eq(hn::BitCast(di, a), kInf)));
-        res = hn::IfThenElse(nanlike, hn::Set(du, p.nan_in_bits), res);
-        const VU inf_bits = hn::Set(du, p.inf_bits);
-        res = hn::IfThenElse(inf, p.inf_signed ? hn::Or(inf_bits, sign) : inf_bits, res);
-        const MU nanlike_v = kTail ? hn::And(nanlike, valid) : nanlike;
-        const MU inf_v = kTail ? hn::And(inf, valid) : inf;
-        n_nan += hn::CountTrue(du, nanlike_v);
-        if (p.inf_is_nan) n_nan += hn::CountTrue(du, inf_v);
-        if (p.inf_saturates) n_sat += hn::CountTrue(du, inf_v);
-        inexact_all = hn::AndNot(special, inexact_all);
-        under = hn::AndNot(special, under);
-        sub = hn::AndNot(special, sub);
-      }
+  // Stochastic rounding when no lane lies below 2^emin: a fixed number of dropped bits, whose
+  // top k are compared with the random bits.
+  auto stochastic = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
+    const VU u = hn::BitCast(du, hn::LoadU(df, src));
+    const VU a = hn::And(u, hn::Not(kSign));
+    if (!hn::AllFalse(du, hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow)))) {
+      return general.template operator()<kTail>(src, dst, idx, valid);
     }
-    hn::StoreU(hn::BitCast(df, res), df, dst);
-    if constexpr (kStats) {
-      if (kTail) {
-        inexact_all = hn::And(inexact_all, valid);
-        under = hn::And(under, valid);
-        sub = hn::And(sub, valid);
-      }
-      c_inexact = hn::Sub(c_inexact, hn::VecFromMask(du, inexact_all));
-      c_under = hn::Sub(c_under, hn::VecFromMask(du, under));
-      c_sub = hn::Sub(c_sub, hn::VecFromMask(du, sub));
+    const VU sign = hn::And(u, kSign);
+    const VI fk = hn::BitCast(di, hn::Xor(hn::And(a << kFracShift, kSrMask), kSign));
+    const VI rk = hn::BitCast(di, hn::Xor(hn::And(random_bits(idx), kSrMask), kSign));
+    const VU up = hn::VecFromMask(du, hn::RebindMask(du, hn::Gt(fk, rk)));
+    const VU mag = hn::Add(hn::AndNot(kDropMask, a), hn::And(up, kDropUnit));
+    const MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
+    const MU none = hn::FirstN(du, 0);
+    finish.template operator()<kTail>(dst, u, sign, a, mag, hn::Or(mag, sign), over, none, none, valid);
+  };
+
+  auto step = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
+    if constexpr (M == Rounding::kNearestEven) {
+      if (p.fixed_drop) return nearest_even.template operator()<kTail>(src, dst, idx, valid);
     }
+    if constexpr (M == Rounding::kStochastic) {
+      if (p.fixed_drop) return stochastic.template operator()<kTail>(src, dst, idx, valid);
+    }
+    general.template operator()<kTail>(src, dst, idx, valid);
   };
 
   const MU all = hn::FirstN(du, N);

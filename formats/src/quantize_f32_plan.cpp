@@ -58,6 +58,9 @@ std::optional<F32Plan> make_f32_plan(const Format& f, const QuantOptions& o) {
   }
   const int k = o.rounding == Rounding::kStochastic ? o.sr_bits : 32;
   p.sr_mask = k == 32 ? ~0u : ~((1u << (32 - k)) - 1);
+  p.fixed_drop = !p.need_lead && f.man_bits >= 1 && f.man_bits <= 22 && f.has_zero &&
+                 f.quantum_exp() + 24 <= 127;
+  if (p.fixed_drop) p.magic = std::ldexp(1.0f, f.quantum_exp() + 23);
   return p;
 }
 

@@ -28,7 +28,7 @@ struct F32Plan {
   int32_t dq_gap = 0;
   uint32_t quantum_bits = 0;     // bits of 2^quantum_exp(): rounding up from under its half
   uint32_t zero_bits = 0;        // what zero rounds to (0; E8M0's smallest value, it has no zero)
-  bool zero_inexact = false;     // E8M0: a zero input is inexact
+  bool zero_inexact = false;     // E8M0: zero and tiny inputs give 2^-127, inexact, no underflow
   bool signed_zero = false;      // -0 exists
   uint32_t subnormal_below = 0;  // results below these bits are subnormal (0: format has none)
   bool flush = false;
@@ -47,6 +47,11 @@ struct F32Plan {
   bool inf_is_nan = false;
   bool inf_saturates = false;
   uint32_t sr_mask = 0;          // the top sr_bits bits
+  // Nearest-even and SR have a faster path when every float32 at or above 2^emin is a float32
+  // normal and drops 1..22 bits; nearest-even then rounds below 2^emin by adding
+  // magic = 2^(quantum_exp + 23).
+  bool fixed_drop = false;
+  float magic = 0;
 };
 
 // nullopt when the format's values are not all float32 values (fp64, wide custom formats):
