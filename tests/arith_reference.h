@@ -208,7 +208,8 @@ inline bool rounds_away_on_overflow(Rounding r, bool neg) {
 }
 
 inline Result zero(const Grid& g, bool neg, uint32_t status) {
-  if (!g.f.has_zero) return {0, status | kInexact};  // E8M0 answers its smallest value
+  // E8M0 has no zero: it answers its smallest value, 2^-127, which is not an underflow to zero.
+  if (!g.f.has_zero) return {0, (status & ~uint32_t{kUnderflowToZero}) | kInexact};
   return {g.with_sign(neg && g.negative_zero(), 0), status};
 }
 inline Result invalid(const Grid& g) {

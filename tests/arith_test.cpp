@@ -1,9 +1,12 @@
 // In-format arithmetic on the wide formats: IEEE special cases as a table, the CPFloat grid of
 // special values in every mode, randomized operands against the exact oracle (arith_reference.h),
 // fp32/fp64 nearest-even against the hardware, double-rounding detectors, stochastic rounding and
-// the value API.
+// the value API; fp16/bf16 nearest-even against the host paths of cuda_fp16.h / cuda_bf16.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -181,6 +184,55 @@ TEST(Arith, ValueApiRejectsValuesOutsideTheFormat) {
     EXPECT_NE(std::string(e.what()).find("0.33333"), std::string::npos) << e.what();
   }
   EXPECT_EQ(mul_in(format_by_name("e8m0"), 0x1p-3, 0x1p5), 4.0);
+}
+
+// The value API accepts exactly the values of the format: every decoded code, and nothing between
+// or beyond them.
+TEST(Arith, ValueApiAcceptsExactlyTheFormatsValues) {
+  for (const char* name : {"float8_e4m3fn", "float8_e5m2fnuz", "float8_e3m4", "fp4",
+                           "float6_e3m2fn", "e8m0", "int8", "e4m3:nosub", "e5m2:unsigned"}) {
+    const Format f = format_by_name(name);
+    std::vector<double> values;
+    for (uint64_t c = 0; c <= f.code_mask(); ++c) {
+      const double v = decode(f, c);
+      if (!std::isnan(v) && f.is_canonical(c)) values.push_back(v);
+    }
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    auto accepted = [&](double x) {
+      try {
+        const uint64_t c = code_of(f, x);
+        EXPECT_TRUE(decode(f, c) == x || (std::isnan(x) && std::isnan(decode(f, c)))) << name << " " << x;
+        add_in(f, x, x);  // must not throw either
+        return true;
+      } catch (const std::invalid_argument&) {
+        EXPECT_THROW(add_in(f, x, x), std::invalid_argument) << name << " " << x;
+        return false;
+      }
+    };
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::isinf(values[i])) continue;
+      EXPECT_TRUE(accepted(values[i])) << name << " " << values[i];
+      if (i + 1 < values.size() && !std::isinf(values[i + 1])) {
+        EXPECT_FALSE(accepted((values[i] + values[i + 1]) / 2)) << name << " midpoint " << values[i];
+      }
+    }
+    const double big = std::isinf(values.back()) ? values[values.size() - 2] : values.back();
+    EXPECT_FALSE(accepted(big * 2)) << name;
+    EXPECT_EQ(accepted(kNan), f.has_nan()) << name;
+    EXPECT_EQ(accepted(kInf), f.has_inf()) << name;
+    EXPECT_EQ(accepted(-1.0), f.is_signed) << name;
+    EXPECT_EQ(accepted(0.0), f.has_zero) << name;
+  }
+  // fp32: every float is accepted, the doubles next to it are not.
+  const Format fp32 = format_by_name("fp32");
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = std::bit_cast<float>(uint32_t(rng()));
+    if (!std::isfinite(x) || x == 0) continue;
+    EXPECT_EQ(add_in(fp32, x, 0.0), x);
+    EXPECT_THROW(add_in(fp32, std::nextafter(double(x), 0.0), 0.0), std::invalid_argument) << x;
+  }
 }
 
 // ---- Double rounding -------------------------------------------------------------------------
@@ -405,6 +457,38 @@ void expect_hardware(const char* name, uint64_t seed) {
 
 TEST(ArithHardware, Fp32MatchesFloat) { expect_hardware<float, uint32_t>("fp32", 32); }
 TEST(ArithHardware, Fp64MatchesDouble) { expect_hardware<double, uint64_t>("fp64", 64); }
+
+// ---- Against CUDA's host arithmetic (fp16, bf16; nearest-even) ------------------------------
+// The host paths of __hadd/__hsub/__hmul/__hdiv compute in float and round once to the 16-bit
+// format; float has at least 2p + 2 bits for both, so that double rounding is innocuous (Figueroa
+// 1995) and they are a second, independent correctly-rounded implementation. NaN payloads differ
+// (CUDA writes 0x7fff), so NaN results compare by NaN-ness.
+template <typename H>
+void expect_cuda_host(const char* name, uint64_t seed) {
+  const Format f = format_by_name(name);
+  OperandSource src(f, seed);
+  int failures = 0;
+  auto same = [&](const char* op, H hw, const Rounded& r, uint64_t a, uint64_t b) {
+    const uint16_t bits = std::bit_cast<uint16_t>(hw);
+    if (bits == r.code || (is_nan_code(f, bits) && is_nan_code(f, r.code))) return;
+    if (++failures <= 5)
+      ADD_FAILURE() << name << " " << op << "(" << hex(a) << ", " << hex(b) << "): CUDA " << hex(bits)
+                    << ", got " << hex(r.code);
+  };
+  for (int i = 0; i < (1 << 18); ++i) {
+    const uint64_t a = (i % 5 == 0) ? src.subnormal() : src.any();
+    const uint64_t b = src.pick(int(src.next() % 3), a);
+    const H x = std::bit_cast<H>(uint16_t(a)), y = std::bit_cast<H>(uint16_t(b));
+    same("add", __hadd(x, y), add_codes(f, a, b), a, b);
+    same("sub", __hsub(x, y), sub_codes(f, a, b), a, b);
+    same("mul", __hmul(x, y), mul_codes(f, a, b), a, b);
+    same("div", __hdiv(x, y), div_codes(f, a, b), a, b);
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(ArithCudaHost, Fp16MatchesCudaFp16) { expect_cuda_host<__half>("fp16", 16); }
+TEST(ArithCudaHost, Bf16MatchesCudaBf16) { expect_cuda_host<__nv_bfloat16>("bf16", 17); }
 
 }  // namespace
 }  // namespace precsim

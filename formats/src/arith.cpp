@@ -106,7 +106,16 @@ Rounded round_wide(const Format& f, bool neg, U256 sig, int exp, bool sticky, co
 
 Rounded round_wide(const Format& f, bool neg, u128 sig, int exp, bool sticky, const QuantOptions& o,
                    uint64_t index) {
-  return round_wide(f, neg, U256{0, sig}, exp, sticky, o, index);
+  const int n = bit_length(sig);
+  assert(!sticky || n >= 64);
+  if (n > 64) {
+    const int s = n - 64;
+    sticky = sticky || (sig << (128 - s)) != 0;
+    sig >>= s;
+    exp += s;
+  }
+  const Exact x{neg, static_cast<uint64_t>(sig), exp, sticky};
+  return round_exact(f, x, o, random_bits(o, index));
 }
 
 Rounded signed_zero(const Format& f, bool neg, const QuantOptions& o) {
@@ -132,7 +141,20 @@ bool cancelled_sign(const QuantOptions& o) { return o.rounding == Rounding::kDow
 
 // Exact a + b of finite non-zero values (sigs below 2^107), rounded once.
 Rounded sum_finite(const Format& f, Unpacked a, Unpacked b, const QuantOptions& o, uint64_t index) {
-  // The operand reaching higher goes first; its top bit sits at bit 254 of the frame.
+  // Common case: the operands overlap enough that both fit a 128-bit frame at the lower quantum.
+  {
+    const Unpacked& h = a.exp >= b.exp ? a : b;  // the coarser quantum
+    const Unpacked& l = a.exp >= b.exp ? b : a;
+    const int d = h.exp - l.exp;
+    if (d + bit_length(h.sig) <= 127) {
+      const u128 hs = h.sig << d;
+      if (h.neg == l.neg) return round_wide(f, h.neg, hs + l.sig, l.exp, false, o, index);
+      if (hs == l.sig) return signed_zero(f, cancelled_sign(o), o);
+      return hs > l.sig ? round_wide(f, h.neg, hs - l.sig, l.exp, false, o, index)
+                        : round_wide(f, l.neg, l.sig - hs, l.exp, false, o, index);
+    }
+  }
+  // Otherwise a 256-bit frame: the operand reaching higher goes first, its top bit at bit 254.
   if (a.exp + bit_length(a.sig) < b.exp + bit_length(b.sig)) std::swap(a, b);
   const int la = bit_length(a.sig);
   const int e0 = a.exp + la - 255;  // exponent of frame bit 0
@@ -199,121 +221,171 @@ u128 isqrt(u128 x) {
   return r;
 }
 
-std::string describe(const Format& f) { return "format " + f.name; }
-
-}  // namespace
-
-Rounded add_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
-  return add_unpacked(f, unpack(f, a, o), unpack(f, b, o), o, index);
-}
-
-Rounded sub_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
-  Unpacked nb = unpack(f, b, o);
-  nb.neg = !nb.neg;
-  return add_unpacked(f, unpack(f, a, o), nb, o, index);
-}
-
-Rounded mul_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
-  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o);
-  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan) return nan_result(f);
+Rounded mul_unpacked(const Format& f, const Unpacked& a, const Unpacked& b, const QuantOptions& o,
+                     uint64_t index) {
+  if (a.kind == Kind::kNan || b.kind == Kind::kNan) return nan_result(f);
   bool bad = false;
-  const Unpacked p = product(ua, ub, &bad);
+  const Unpacked p = product(a, b, &bad);
   if (bad) return invalid(f);
   if (p.kind == Kind::kInf) return infinite(f, p.neg, o);
   if (p.kind == Kind::kZero) return signed_zero(f, p.neg, o);
   return round_wide(f, p.neg, p.sig, p.exp, false, o, index);
 }
 
+Rounded fma_unpacked(const Format& f, const Unpacked& a, const Unpacked& b, const Unpacked& c,
+                     const QuantOptions& o, uint64_t index) {
+  if (a.kind == Kind::kNan || b.kind == Kind::kNan || c.kind == Kind::kNan) return nan_result(f);
+  bool bad = false;
+  const Unpacked p = product(a, b, &bad);
+  if (bad) return invalid(f);
+  return add_unpacked(f, p, c, o, index);
+}
+
+Rounded div_unpacked(const Format& f, const Unpacked& a, const Unpacked& b, const QuantOptions& o,
+                     uint64_t index) {
+  if (a.kind == Kind::kNan || b.kind == Kind::kNan) return nan_result(f);
+  const bool neg = a.neg != b.neg;
+  if (a.kind == Kind::kInf) return b.kind == Kind::kInf ? invalid(f) : infinite(f, neg, o);
+  if (b.kind == Kind::kInf) return signed_zero(f, neg, o);
+  if (b.kind == Kind::kZero) return a.kind == Kind::kZero ? invalid(f) : infinite(f, neg, o, kDivByZero);
+  if (a.kind == Kind::kZero) return signed_zero(f, neg, o);
+  // The numerator fills 128 bits, so the quotient has at least 128 - 53 bits.
+  const int s = 128 - bit_length(a.sig);
+  const u128 num = a.sig << s;
+  const u128 q = num / b.sig;
+  return round_wide(f, neg, q, a.exp - b.exp - s, num % b.sig != 0, o, index);
+}
+
+Rounded sqrt_unpacked(const Format& f, const Unpacked& a, const QuantOptions& o, uint64_t index) {
+  if (a.kind == Kind::kNan) return nan_result(f);
+  if (a.kind == Kind::kZero) return signed_zero(f, a.neg, o);
+  if (a.neg) return invalid(f);
+  if (a.kind == Kind::kInf) return infinite(f, false, o);
+  // Radicand of 127 or 128 bits with an even exponent: the root has exactly 64 bits.
+  int s = 128 - bit_length(a.sig);
+  if ((a.exp - s) % 2 != 0) --s;
+  const u128 x = a.sig << s;
+  const u128 r = isqrt(x);
+  return round_wide(f, false, r, (a.exp - s) / 2, r * r != x, o, index);
+}
+
+std::string describe(const Format& f) { return "format " + f.name; }
+
+[[noreturn]] void not_a_value(const Format& f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g (%a)", v, v);
+  throw std::invalid_argument(std::string("operand ") + buf + " is not a value of " + describe(f) +
+                              "; round it into the format first (round_to)");
+}
+
+// A double operand as a value of f, without going through its code; throws where code_of throws.
+Unpacked unpack_value(const Format& f, double v, const QuantOptions& o) {
+  const bool neg = std::signbit(v);
+  if (std::isnan(v)) {
+    if (!f.has_nan()) not_a_value(f, v);
+    return {Kind::kNan};
+  }
+  if (std::isinf(v)) {
+    if (!f.has_inf() || (neg && !f.is_signed)) not_a_value(f, v);
+    return {Kind::kInf, neg};
+  }
+  if (v == 0) {
+    if (!f.has_zero) not_a_value(f, v);
+    return {Kind::kZero, neg && f.has_negative_zero()};
+  }
+  if (neg && !f.is_signed) not_a_value(f, v);
+  const uint64_t bits = std::bit_cast<uint64_t>(v);
+  const int field = int((bits >> 52) & 0x7ff);
+  uint64_t sig = (bits & ((uint64_t{1} << 52) - 1)) | (field ? uint64_t{1} << 52 : 0);
+  int exp = (field ? field : 1) - 1075;
+  const int tz = std::countr_zero(sig);
+  sig >>= tz;
+  exp += tz;
+  const int top = exp + (64 - std::countl_zero(sig)) - 1;  // floor(log2 |v|)
+  const int m = f.man_bits;
+  if (f.kind == FormatKind::kInt) {
+    if (exp < 0 || top >= m || std::fabs(v) > double(f.max_finite_code())) not_a_value(f, v);
+    return {Kind::kFinite, neg, sig, exp};
+  }
+  if (top < f.emin()) {  // below the normal range
+    if (!f.subnormals || !f.has_zero || exp < f.emin() - m) not_a_value(f, v);
+    if (o.flush_subnormals) return {Kind::kZero, neg && f.has_negative_zero()};
+    return {Kind::kFinite, neg, sig, exp};
+  }
+  if (exp < top - m) not_a_value(f, v);
+  // Its magnitude code, to compare with the largest finite one.
+  const int64_t fe = int64_t{top} + f.bias;
+  const uint64_t mant = (sig << (m - (top - exp))) & ((uint64_t{1} << m) - 1);
+  if (fe > int64_t(f.max_finite_code() >> m) ||
+      ((uint64_t(fe) << m) | mant) > f.max_finite_code()) {
+    not_a_value(f, v);
+  }
+  return {Kind::kFinite, neg, sig, exp};
+}
+
+}  // namespace
+
+Rounded add_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  return add_unpacked(f, unpack(f, a, o), unpack(f, b, o), o, index);
+}
+Rounded sub_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  Unpacked nb = unpack(f, b, o);
+  nb.neg = !nb.neg;
+  return add_unpacked(f, unpack(f, a, o), nb, o, index);
+}
+Rounded mul_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
+  return mul_unpacked(f, unpack(f, a, o), unpack(f, b, o), o, index);
+}
 Rounded fma_codes(const Format& f, uint64_t a, uint64_t b, uint64_t c, const QuantOptions& o,
                   uint64_t index) {
-  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o), uc = unpack(f, c, o);
-  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan || uc.kind == Kind::kNan) return nan_result(f);
-  bool bad = false;
-  const Unpacked p = product(ua, ub, &bad);
-  if (bad) return invalid(f);
-  return add_unpacked(f, p, uc, o, index);
+  return fma_unpacked(f, unpack(f, a, o), unpack(f, b, o), unpack(f, c, o), o, index);
 }
-
 Rounded div_codes(const Format& f, uint64_t a, uint64_t b, const QuantOptions& o, uint64_t index) {
-  const Unpacked ua = unpack(f, a, o), ub = unpack(f, b, o);
-  if (ua.kind == Kind::kNan || ub.kind == Kind::kNan) return nan_result(f);
-  const bool neg = ua.neg != ub.neg;
-  if (ua.kind == Kind::kInf) return ub.kind == Kind::kInf ? invalid(f) : infinite(f, neg, o);
-  if (ub.kind == Kind::kInf) return signed_zero(f, neg, o);
-  if (ub.kind == Kind::kZero) return ua.kind == Kind::kZero ? invalid(f) : infinite(f, neg, o, kDivByZero);
-  if (ua.kind == Kind::kZero) return signed_zero(f, neg, o);
-  // The numerator fills 128 bits, so the quotient has at least 128 - 53 bits.
-  const int s = 128 - bit_length(ua.sig);
-  const u128 num = ua.sig << s;
-  const u128 q = num / ub.sig;
-  return round_wide(f, neg, q, ua.exp - ub.exp - s, num % ub.sig != 0, o, index);
+  return div_unpacked(f, unpack(f, a, o), unpack(f, b, o), o, index);
 }
-
 Rounded sqrt_code(const Format& f, uint64_t a, const QuantOptions& o, uint64_t index) {
-  const Unpacked ua = unpack(f, a, o);
-  if (ua.kind == Kind::kNan) return nan_result(f);
-  if (ua.kind == Kind::kZero) return signed_zero(f, ua.neg, o);
-  if (ua.neg) return invalid(f);
-  if (ua.kind == Kind::kInf) return infinite(f, false, o);
-  // Radicand of 127 or 128 bits with an even exponent: the root has exactly 64 bits.
-  int s = 128 - bit_length(ua.sig);
-  if ((ua.exp - s) % 2 != 0) --s;
-  const u128 x = ua.sig << s;
-  const u128 r = isqrt(x);
-  return round_wide(f, false, r, (ua.exp - s) / 2, r * r != x, o, index);
+  return sqrt_unpacked(f, unpack(f, a, o), o, index);
 }
 
 uint64_t code_of(const Format& f, double v) {
-  if (std::isnan(v)) {
-    if (f.has_nan()) return nan_code(f);
-    throw std::invalid_argument("NaN is not a value of " + describe(f) + ", which has no NaN");
-  }
-  if (std::isinf(v)) {
-    if (f.has_inf() && (!std::signbit(v) || f.is_signed)) return inf_code(f, std::signbit(v));
-    throw std::invalid_argument(std::string(v > 0 ? "inf" : "-inf") + " is not a value of " +
-                                describe(f) + ", which has no infinity");
-  }
-  QuantOptions exact;
-  exact.rounding = Rounding::kTowardZero;
-  const Rounded r = encode(f, v, exact);
-  if (r.status & (kInexact | kOverflow | kSaturated | kInvalid | kNanResult)) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g (%a)", v, v);
-    throw std::invalid_argument(std::string("operand ") + buf + " is not a value of " + describe(f) +
-                                "; round it into the format first (round_to)");
-  }
-  return r.code;
+  unpack_value(f, v, QuantOptions{});  // throws unless v is a value of f
+  return encode(f, v).code;            // exact
 }
 
 namespace {
+
 double finish(const Format& f, const Rounded& r, uint32_t* status) {
   if (status) *status = r.status;
   return decode(f, r.code);
 }
+
 }  // namespace
 
 double add_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
               uint64_t index) {
-  return finish(f, add_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+  return finish(f, add_unpacked(f, unpack_value(f, a, o), unpack_value(f, b, o), o, index), status);
 }
 double sub_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
               uint64_t index) {
-  return finish(f, sub_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+  Unpacked nb = unpack_value(f, b, o);
+  nb.neg = !nb.neg;
+  return finish(f, add_unpacked(f, unpack_value(f, a, o), nb, o, index), status);
 }
 double mul_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
               uint64_t index) {
-  return finish(f, mul_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+  return finish(f, mul_unpacked(f, unpack_value(f, a, o), unpack_value(f, b, o), o, index), status);
 }
 double div_in(const Format& f, double a, double b, const QuantOptions& o, uint32_t* status,
               uint64_t index) {
-  return finish(f, div_codes(f, code_of(f, a), code_of(f, b), o, index), status);
+  return finish(f, div_unpacked(f, unpack_value(f, a, o), unpack_value(f, b, o), o, index), status);
 }
 double fma_in(const Format& f, double a, double b, double c, const QuantOptions& o,
               uint32_t* status, uint64_t index) {
-  return finish(f, fma_codes(f, code_of(f, a), code_of(f, b), code_of(f, c), o, index), status);
+  return finish(f, fma_unpacked(f, unpack_value(f, a, o), unpack_value(f, b, o),
+                                unpack_value(f, c, o), o, index), status);
 }
 double sqrt_in(const Format& f, double a, const QuantOptions& o, uint32_t* status, uint64_t index) {
-  return finish(f, sqrt_code(f, code_of(f, a), o, index), status);
+  return finish(f, sqrt_unpacked(f, unpack_value(f, a, o), o, index), status);
 }
 
 }  // namespace precsim
