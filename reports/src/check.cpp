@@ -147,16 +147,6 @@ uint64_t bits_of(double v) {
 
 bool same_nonfinite(double a, double b) { return (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b); }
 
-// Exact comparison of two JSON values: numbers by their double bits (integers by value).
-bool exact_equal(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.is_number_float() || b.is_number_float()) {
-    if (!a.is_number() || !b.is_number()) return false;
-    if (a.is_number_float() != b.is_number_float()) return a.get<double>() == b.get<double>() && bits_of(a.get<double>()) == bits_of(b.get<double>());
-    return bits_of(a.get<double>()) == bits_of(b.get<double>());
-  }
-  return a == b;
-}
-
 struct Walker {
   const CheckRules& rules;
   const std::optional<CheckRule>& default_rule;
@@ -235,11 +225,11 @@ struct Walker {
   void compare_values(const CheckRule& r, const nlohmann::json& b, const nlohmann::json& x, const std::string& path) {
     ++out.compared;
     if (r.mode == CheckMode::kExact || r.mode == CheckMode::kBitwise) {
-      if (!exact_equal(b, x)) {
+      if (!json_identical(b, x)) {
         if (b.is_array() && x.is_array() && b.size() == x.size()) {
           size_t n = 0, first = 0;
           for (size_t i = 0; i < b.size(); ++i)
-            if (!exact_equal(b[i], x[i]) && n++ == 0) first = i;
+            if (!json_identical(b[i], x[i]) && n++ == 0) first = i;
           fail(path, fmt::format("{} of {} entries differ; first at index {}: {} vs baseline {}", n, b.size(), first,
                                  x[first].dump(), b[first].dump()));
         } else {
@@ -256,7 +246,7 @@ struct Walker {
     }
     if (!bs.is_array()) {
       if (!is_numeric(bs) || !is_numeric(xs)) {
-        if (!exact_equal(bs, xs)) fail(path, fmt::format("{} vs baseline {}", abbreviate(xs), abbreviate(bs)));
+        if (!json_identical(bs, xs)) fail(path, fmt::format("{} vs baseline {}", abbreviate(xs), abbreviate(bs)));
         return;
       }
       const std::string why = compare_numbers(r, numeric_value(bs), numeric_value(xs));
@@ -268,7 +258,7 @@ struct Walker {
     for (size_t i = 0; i < bs.size(); ++i) {
       std::string why;
       if (is_numeric(bs[i]) && is_numeric(xs[i])) why = compare_numbers(r, numeric_value(bs[i]), numeric_value(xs[i]));
-      else if (!exact_equal(bs[i], xs[i])) why = fmt::format("{} vs baseline {}", xs[i].dump(), bs[i].dump());
+      else if (!json_identical(bs[i], xs[i])) why = fmt::format("{} vs baseline {}", xs[i].dump(), bs[i].dump());
       if (!why.empty() && n++ == 0) {
         first = i;
         first_why = why;
@@ -407,7 +397,7 @@ std::vector<std::string> config_differences(const nlohmann::json& b, const nlohm
   for (const auto& [p, v] : fx) keys[p] = true;
   for (const auto& [p, unused] : keys) {
     const auto ib = fb.find(p), ix = fx.find(p);
-    const bool same = ib != fb.end() && ix != fx.end() && exact_equal(ib->second, ix->second);
+    const bool same = ib != fb.end() && ix != fx.end() && json_identical(ib->second, ix->second);
     if (!same && !allowed_path(p)) diffs.push_back(fmt::format("{} (baseline {}, run {})", p, text(fb, p), text(fx, p)));
   }
   return diffs;

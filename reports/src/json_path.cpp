@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <cstring>
+
 #include "precsim/reports/report.h"
 
 namespace precsim {
@@ -93,6 +95,32 @@ void for_each_leaf(const nlohmann::json& j, const std::string& prefix, bool seri
   } else {
     leaf(prefix, j);
   }
+}
+
+bool json_identical(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number_float() || b.is_number_float()) {
+    if (!a.is_number() || !b.is_number()) return false;
+    const double x = a.get<double>(), y = b.get<double>();
+    uint64_t bx, by;
+    std::memcpy(&bx, &x, sizeof bx);
+    std::memcpy(&by, &y, sizeof by);
+    return bx == by;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!json_identical(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const auto jt = b.find(it.key());
+      if (jt == b.end() || !json_identical(it.value(), *jt)) return false;
+    }
+    return true;
+  }
+  return a == b;
 }
 
 std::string scalar_text(const nlohmann::json& j) {

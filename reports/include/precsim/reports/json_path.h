@@ -24,6 +24,10 @@ double numeric_value(const nlohmann::json& j);  // throws std::invalid_argument 
 // An array of two or more entries that are all numeric: a series or a vector of values.
 bool is_numeric_array(const nlohmann::json& j);
 
+// Exact equality: numbers by their double bits (so -0 differs from +0 and NaN from any number),
+// integers by value, everything else as JSON.
+bool json_identical(const nlohmann::json& a, const nlohmann::json& b);
+
 // Calls `leaf(path, value)` for every scalar, and every numeric array when `series_as_leaf`, in
 // document order.
 void for_each_leaf(const nlohmann::json& j, const std::string& prefix, bool series_as_leaf,
