@@ -70,7 +70,11 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
   const VU kFracShift = hn::Set(du, static_cast<uint32_t>(32 - drop) & 31);
   const auto kMagic = hn::Set(df, p.magic);
 
-  VU c_inexact = kZeroU, c_under = kZeroU, c_sub = kZeroU;
+  // The nearest modes and SR round every overflow away from zero.
+  constexpr bool kAwayAlways = M == Rounding::kNearestEven || M == Rounding::kNearestAway ||
+                               M == Rounding::kStochastic;
+  const VU kOverflowRes = hn::Set(du, p.overflow_nonfinite ? p.overflow_bits : p.max_bits);
+  VU c_inexact = kZeroU, c_under = kZeroU, c_sub = kZeroU, c_over = kZeroU;
   uint64_t n_over = 0, n_sat = 0, n_nan = 0;
 
   // sr_bits(): hash32 of the low 32 bits of the index, keyed by the stream of its high bits.
@@ -93,15 +97,21 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
                                 MU sub, MU valid) HWY_ATTR {
     MU inexact = hn::Not(hn::Eq(mag, a));
     // Inf and NaN lanes carry garbage (even into the sign bit), so they are flagged from the input.
-    over = hn::Or(over, hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite)));
-    if (!p.is_signed) over = hn::Or(over, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
-    if (HWY_UNLIKELY(!hn::AllFalse(du, over))) {
-      MU special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite));
-      if (!p.is_signed) special = hn::Or(special, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+    MU special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, a), kLastFinite));
+    if (!p.is_signed) special = hn::Or(special, hn::AndNot(hn::Eq(u, kSign), hn::Eq(sign, kSign)));
+    if constexpr (kAwayAlways) {
+      // Every overflow goes the same way: no branch, so data that often overflows costs no
+      // mispredictions. (Padding lanes of the tail are zeros and never overflow.)
+      over = hn::AndNot(special, over);
+      res = hn::IfThenElse(over, p.overflow_result_signed ? hn::Or(kOverflowRes, sign) : kOverflowRes, res);
+      inexact = hn::Or(inexact, over);
+      if constexpr (kStats) c_over = hn::Sub(c_over, hn::VecFromMask(du, over));
+    }
+    if (HWY_UNLIKELY(!hn::AllFalse(du, kAwayAlways ? special : hn::Or(over, special)))) {
       over = hn::AndNot(special, over);
       if (kTail) over = hn::And(over, valid);
-      if (!hn::AllFalse(du, over)) {
-        MU away = over;  // the nearest modes and SR round every overflow away from zero
+      if (!kAwayAlways && !hn::AllFalse(du, over)) {
+        MU away = over;
         if constexpr (M == Rounding::kTowardZero || M == Rounding::kOdd) away = hn::FirstN(du, 0);
         if constexpr (M == Rounding::kUp) away = hn::And(over, hn::Eq(sign, kZeroU));
         if constexpr (M == Rounding::kDown) away = hn::AndNot(hn::Eq(sign, kZeroU), over);
@@ -228,7 +238,7 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
     VU mag = hn::AndNot(kDropMask, hn::Add(hn::Add(a, kHalfMinus1), odd));
     const MU below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow));
     MU under = hn::FirstN(du, 0), sub = under;
-    if (!hn::AllFalse(du, below)) {
+    if (p.often_small || !hn::AllFalse(du, below)) {
       const VU small = p.flush ? kZeroU
                                : hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), kMagic), kMagic));
       mag = hn::IfThenElse(below, small, mag);
@@ -283,9 +293,10 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
     counts[0] += hn::GetLane(hn::SumOfLanes(du, c_inexact));
     counts[1] += hn::GetLane(hn::SumOfLanes(du, c_under));
     counts[2] += hn::GetLane(hn::SumOfLanes(du, c_sub));
-    counts[3] += n_over;
-    counts[4] += n_sat;
-    counts[5] += n_nan;
+    const uint64_t away_over = hn::GetLane(hn::SumOfLanes(du, c_over));
+    counts[3] += n_over + away_over;
+    counts[4] += n_sat + (p.overflow_nonfinite ? 0 : away_over);
+    counts[5] += n_nan + (p.overflow_nonfinite && p.overflow_is_nan ? away_over : 0);
   }
 }
 

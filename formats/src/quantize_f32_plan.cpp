@@ -44,6 +44,7 @@ std::optional<F32Plan> make_f32_plan(const Format& f, const QuantOptions& o) {
   p.overflow_bits = f.has_inf() ? kInfBits : kQuietNan;
   p.overflow_signed = f.has_inf();
   p.overflow_is_nan = !f.has_inf();
+  p.overflow_result_signed = !p.overflow_nonfinite || p.overflow_signed;
 
   if (ieee && f.has_inf()) {
     p.inf_bits = kInfBits;
@@ -60,6 +61,7 @@ std::optional<F32Plan> make_f32_plan(const Format& f, const QuantOptions& o) {
   p.sr_mask = k == 32 ? ~0u : ~((1u << (32 - k)) - 1);
   p.fixed_drop = !p.need_lead && f.man_bits >= 1 && f.man_bits <= 22 && f.has_zero &&
                  f.quantum_exp() + 24 <= 127;
+  p.often_small = f.emin() >= -10;
   if (p.fixed_drop) p.magic = std::ldexp(1.0f, f.quantum_exp() + 23);
   return p;
 }

@@ -41,6 +41,7 @@ struct F32Plan {
   uint32_t overflow_bits = 0;
   bool overflow_signed = false;
   bool overflow_is_nan = false;
+  bool overflow_result_signed = true;  // the overflow result of the nearest modes and SR
   // Inf input (valid sign): Inf kept, NaN, or the largest finite value (saturated).
   uint32_t inf_bits = 0;
   bool inf_signed = false;
@@ -51,6 +52,9 @@ struct F32Plan {
   // normal and drops 1..22 bits; nearest-even then rounds below 2^emin by adding
   // magic = 2^(quantum_exp + 23).
   bool fixed_drop = false;
+  // Values below 2^emin are common (smallest normal at or above 2^-10: FP8, FP6, FP4, integers):
+  // handle them in every vector instead of branching on their presence.
+  bool often_small = false;
   float magic = 0;
 };
 
