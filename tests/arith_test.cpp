@@ -328,6 +328,9 @@ class OracleCheck {
 };
 
 const char* const kWideFormats[] = {"fp16", "bf16", "tf32", "fp32", "fp64"};
+// Custom rows: no subnormals, NaN-only and fnuz encodings at 16 to 64 bits.
+const char* const kCustomFormats[] = {"e8m23:nosub", "e11m52:nosub", "e5m10:nanonly", "e6m9:fnuz",
+                                      "e10m40:bias=700"};
 
 // CPFloat's test values: NaN, +-Inf, +-2, +-1, +-xmin, +-xmins, 0, -0, sqrt2, log2e, e, pi (the
 // irrational ones rounded to nearest), every pair and every triple, in every mode.
@@ -398,6 +401,23 @@ TEST(ArithOracle, RandomOperandsEveryMode) {
       OracleCheck check(f, with(r));
       OperandSource src(f, 0x5eed + uint64_t(r));
       for (int i = 0; i < n; ++i) {
+        const uint64_t a = (i % 7 == 6) ? src.subnormal() : src.any();
+        const uint64_t b = src.pick(int(src.next() % 3), a);
+        const uint64_t c = (i % 2) ? src.cancel(a, b) : src.pick(int(src.next() % 3), a);
+        check.all_ops(a, b, c, uint64_t(i));
+      }
+      EXPECT_EQ(check.failures(), 0) << name << " " << to_string(r);
+    }
+  }
+}
+
+TEST(ArithOracle, CustomFormatsRandomOperands) {
+  for (const char* name : kCustomFormats) {
+    const Format f = format_by_name(name);
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kUp, Rounding::kOdd, Rounding::kStochastic}) {
+      OracleCheck check(f, with(r));
+      OperandSource src(f, 0xc0de + uint64_t(r));
+      for (int i = 0; i < 400; ++i) {
         const uint64_t a = (i % 7 == 6) ? src.subnormal() : src.any();
         const uint64_t b = src.pick(int(src.next() % 3), a);
         const uint64_t c = (i % 2) ? src.cancel(a, b) : src.pick(int(src.next() % 3), a);

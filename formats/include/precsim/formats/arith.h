@@ -13,11 +13,16 @@
 // - An infinite exact result (an Inf operand, or a finite non-zero number divided by zero, which
 //   also sets kDivByZero) is delivered as encode() delivers +-Inf under the same options: Inf where
 //   the format has Inf and overflow is kIeee; NaN (kNanResult) where it has NaN but no Inf and
-//   overflow is kIeee; otherwise the largest finite value of that sign (kSaturated).
+//   overflow is kIeee, keeping the sign where the format can (-1/0 in float8_e4m3fn is 0xff, as a
+//   finite overflow is, after cuda_fp8.h); otherwise the largest finite value of that sign
+//   (kSaturated). Finite results that overflow are handled by round_exact (see Overflow).
 // - Zeros: x + (-x) and x - x give +0, or -0 when rounding down (kDown); (+0) + (-0) likewise;
 //   (-0) + (-0) = -0; products and quotients take the xor of the signs; sqrt(-0) = -0. Formats
 //   without -0 (fnuz, integers, unsigned) give +0.
-// - A negative result in an unsigned format (E8M0) is kInvalid, as in round_exact.
+// - A negative result in an unsigned format (E8M0) is kInvalid, as in round_exact; E8M0 has no zero,
+//   so a result that rounds to zero (or x - x) gives its smallest value 2^-127 with kInexact.
+// - Integer formats compute exactly and round the result, so 7 / 2 is 4 in nearest-even and 3
+//   toward zero; overflow saturates (they have neither Inf nor NaN).
 // - With QuantOptions::flush_subnormals, subnormal inputs read as zero of the same sign (DAZ) and
 //   results below the smallest normal become zero (FTZ, done by round_exact).
 // - Stochastic rounding draws its bits from sr_bits(opts.sr_key, index): one index per operation.
