@@ -1,0 +1,292 @@
+// Pass 1 of block quantization: block maxima and the scale of every block, by the scheme's rule.
+#include "block_plan.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "precsim/formats/rounding.h"
+
+namespace precsim {
+namespace {
+
+// Largest finite magnitude and whether a NaN/Inf occurs, per block column, for rows [r0, r1).
+void scan_rows(const float* in, size_t cols, size_t r0, size_t r1, const BlockPlan& p, float* amax,
+               uint8_t* nonfinite) {
+  for (size_t r = r0; r < r1; ++r) {
+    const float* x = in + r * cols;
+    if (p.bc >= cols) {
+      float m = amax[0];
+      bool nf = false;
+      for (size_t c = 0; c < cols; ++c) {
+        const float a = std::fabs(x[c]);
+        nf |= !(a <= FLT_MAX);
+        m = a <= FLT_MAX && a > m ? a : m;
+      }
+      amax[0] = m;
+      nonfinite[0] |= nf;
+    } else {
+      for (size_t c = 0; c < cols; ++c) {
+        const float a = std::fabs(x[c]);
+        const uint32_t b = p.col_block[c];
+        if (!(a <= FLT_MAX)) nonfinite[b] = 1;
+        else if (a > amax[b]) amax[b] = a;
+      }
+    }
+  }
+}
+
+// Maxima are exact, so any split over threads gives the same result.
+void block_maxima(const float* in, BlockPlan& p) {
+  const size_t nbc = p.nbc;
+  std::vector<float> amax(p.nbr * nbc, 0.0f);
+  std::vector<uint8_t> nf(p.nbr * nbc, 0);
+  const int threads = omp_get_max_threads();
+  const bool big = p.rows * p.cols >= (size_t{1} << 15);
+  if (!big) {
+    for (size_t rb = 0; rb < p.nbr; ++rb)
+      scan_rows(in, p.cols, rb * p.br, std::min(p.rows, rb * p.br + p.br), p, amax.data() + rb * nbc,
+                nf.data() + rb * nbc);
+  } else if (p.nbr >= static_cast<size_t>(4 * threads)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t rb = 0; rb < static_cast<int64_t>(p.nbr); ++rb) {
+      const size_t r0 = rb * p.br, r1 = std::min(p.rows, r0 + p.br);
+      scan_rows(in, p.cols, r0, r1, p, amax.data() + rb * nbc, nf.data() + rb * nbc);
+    }
+  } else {
+    for (size_t rb = 0; rb < p.nbr; ++rb) {
+      const size_t r0 = rb * p.br, r1 = std::min(p.rows, r0 + p.br);
+#pragma omp parallel
+      {
+        std::vector<float> la(nbc, 0.0f);
+        std::vector<uint8_t> lnf(nbc, 0);
+#pragma omp for schedule(static)
+        for (int64_t r = static_cast<int64_t>(r0); r < static_cast<int64_t>(r1); ++r)
+          scan_rows(in, p.cols, r, r + 1, p, la.data(), lnf.data());
+#pragma omp critical
+        for (size_t b = 0; b < nbc; ++b) {
+          amax[rb * nbc + b] = std::max(amax[rb * nbc + b], la[b]);
+          nf[rb * nbc + b] |= lnf[b];
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    p.blocks[i].amax = amax[i];
+    p.blocks[i].nonfinite = nf[i] != 0;
+  }
+}
+
+// OCP MX shared exponent (§1.4, §1.6). All-zero blocks get the smallest scale, 2^-127 (code 0),
+// as the spec's reference code and microxcaling do. The exponent is clamped to E8M0's finite
+// range [-127, 127]: below, the block's small values flush (microxcaling clamps the same way);
+// above (possible only for ceil/rceil with amax near FLT_MAX) the elements saturate, as TE's
+// float_to_e8m0 saturates Inf to 0xFE.
+void mx_scale(const BlockScaling& s, BlockScale& b) {
+  if (b.nonfinite) {
+    // A NaN or Inf anywhere in the block: scale code 0xFF (NaN) and the whole block NaN, as
+    // microxcaling's tests and torchao (scale NaN when max_abs is not finite) do.
+    b.nan_block = true;
+    b.code = 0xff;
+    b.dec = NAN;
+    b.enc = 0;
+    return;
+  }
+  const double amax = b.amax;
+  const int emax = s.emax_elem();
+  int e = -127;
+  if (amax > 0) {
+    const int E = std::ilogb(amax);
+    const bool pow2 = amax == std::ldexp(1.0, E);
+    switch (s.rule) {
+      case ScaleRule::kFloor: e = E - emax; break;
+      case ScaleRule::kCeil: e = E + (pow2 ? 0 : 1) - emax; break;
+      case ScaleRule::kEven: {
+        // torchao's EVEN: add half an ulp at the element's mantissa width to amax's bits and
+        // truncate, i.e. round the mantissa with ties away; a carry moves amax up one binade.
+        const int mbits = s.element.kind == FormatKind::kInt ? -s.element_exp() : s.element.man_bits;
+        const double m = amax / std::ldexp(1.0, E);
+        e = E + (m >= 2.0 - std::ldexp(1.0, -(mbits + 1)) ? 1 : 0) - emax;
+        break;
+      }
+      case ScaleRule::kRceil: {
+        // amax / max_elem rounded up to a power of two; in double the quotient keeps its side of
+        // every power of two, so the rule never clips (TE computes it in FP32).
+        const double q = amax / s.max_elem();
+        const int Eq = std::ilogb(q);
+        e = Eq + (q == std::ldexp(1.0, Eq) ? 0 : 1);
+        break;
+      }
+      default: break;
+    }
+  }
+  e = std::clamp(e, -127, 127);
+  b.code = static_cast<uint32_t>(e + 127);
+  b.log2_scale = e;
+  b.enc = std::ldexp(1.0f, -e);
+  b.dec = std::ldexp(1.0, e + s.element_exp());
+  b.clipped = std::ldexp(amax, -e) > s.max_elem();
+}
+
+// FP8 recipes (§3.3, §3.4, §4.1): encode scale max_elem * 2^-margin / amax in FP32; amax below
+// eps is raised to eps; a zero or non-finite amax gives scale 1; an infinite scale FLT_MAX;
+// pow2 clears the mantissa (rounds down). The decode scale is TE's scale_inv = 1 / scale in FP32.
+void amax_scale(const BlockScaling& s, double fixed_scale, BlockScale& b) {
+  float scale = 1.0f;
+  if (fixed_scale > 0) {
+    scale = static_cast<float>(fixed_scale);
+  } else {
+    float a = b.nonfinite ? NAN : b.amax;
+    if (a < s.amax_epsilon) a = static_cast<float>(s.amax_epsilon);
+    if (std::isfinite(a) && a > 0) {
+      scale = static_cast<float>(std::ldexp(s.max_elem(), -s.margin)) / a;
+      if (std::isinf(scale)) scale = FLT_MAX;
+      if (s.scale_format == ScaleFormat::kPow2Fp32) scale = std::ldexp(1.0f, std::ilogb(scale));
+    }
+  }
+  const float dec = 1.0f / scale;
+  b.enc = scale;
+  b.dec = dec;
+  std::memcpy(&b.code, &dec, 4);
+  b.log2_scale = std::ilogb(dec);
+  b.clipped = b.amax * scale > s.max_elem();
+}
+
+// NVFP4 (§1.7, NVFP4 paper Appendix B): s_enc = 6*448 / amax_tensor in FP32 (1 when the tensor
+// amax is zero or not finite); the block decode scale amax_b / 6 * s_enc is rounded to E4M3
+// (RNE, saturating) and elements are x * 1 / (e4m3 scale * s_dec). A block whose E4M3 scale
+// underflows to zero quantizes to zeros; a NaN/Inf in the block makes it NaN (scale code 0x7f).
+void nvfp4_scale(const BlockScaling& s, const Format& e4m3, float s_enc, float s_dec, BlockScale& b) {
+  if (b.nonfinite) {
+    b.nan_block = true;
+    b.code = 0x7f;
+    b.dec = NAN;
+    b.enc = 0;
+    return;
+  }
+  const float s_dec_b = b.amax / 6.0f;
+  QuantOptions o;
+  o.overflow = Overflow::kSaturate;
+  const Rounded r = encode(e4m3, static_cast<float>(s_dec_b * s_enc), o);
+  const double sv = decode(e4m3, r.code);
+  b.code = static_cast<uint32_t>(r.code);
+  if (sv == 0) {
+    b.zero_scale = true;
+    b.enc = 0;
+    b.dec = 0;
+    b.log2_scale = 0;
+    return;
+  }
+  b.enc = 1.0f / static_cast<float>(static_cast<float>(sv) * s_dec);
+  b.dec = sv * static_cast<double>(s_dec);
+  b.log2_scale = std::ilogb(b.dec);
+  b.clipped = b.amax * b.enc > s.max_elem();
+  (void)s;
+}
+
+}  // namespace
+
+BlockGeometry block_geometry(const BlockScaling& s, size_t rows, size_t cols) {
+  BlockGeometry g;
+  if (s.is_plain()) {
+    g.br = std::max<size_t>(rows, 1), g.bc = std::max<size_t>(cols, 1);
+  } else {
+    const size_t along_n = s.axis == 1 ? cols : rows, across_n = s.axis == 1 ? rows : cols;
+    const size_t a = s.block_along ? s.block_along : std::max<size_t>(along_n, 1);
+    const size_t c = s.block_across ? s.block_across : std::max<size_t>(across_n, 1);
+    g.br = s.axis == 1 ? c : a;
+    g.bc = s.axis == 1 ? a : c;
+  }
+  g.nbr = std::max<size_t>(1, (rows + g.br - 1) / g.br);
+  g.nbc = std::max<size_t>(1, (cols + g.bc - 1) / g.bc);
+  return g;
+}
+
+BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, size_t cols,
+                          double tensor_amax, double encode_scale) {
+  BlockPlan p;
+  p.scheme = &s;
+  p.rows = rows, p.cols = cols;
+  const BlockGeometry g = block_geometry(s, rows, cols);
+  p.br = g.br, p.bc = g.bc, p.nbr = g.nbr, p.nbc = g.nbc;
+  p.blocks.resize(p.nbr * p.nbc);
+  if (p.bc < cols) {
+    p.col_block.resize(cols);
+    for (size_t c = 0; c < cols; ++c) p.col_block[c] = static_cast<uint32_t>(c / p.bc);
+  }
+  p.elem_factor = std::ldexp(1.0f, -s.element_exp());
+  p.elem_max = s.element.max_finite();
+  block_maxima(in, p);
+  if (s.is_plain()) {
+    for (auto& b : p.blocks) b.clipped = b.amax > p.elem_max;
+    return p;
+  }
+  float s_enc = 1, s_dec = 1;
+  Format e4m3;
+  if (s.rule == ScaleRule::kNvfp4) {
+    e4m3 = format_by_name("float8_e4m3fn");
+    double t = tensor_amax;
+    if (t < 0) {
+      t = 0;
+      for (const auto& b : p.blocks) t = std::max<double>(t, b.amax);
+    }
+    if (std::isfinite(t) && t > 0) {
+      s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
+      if (std::isinf(s_enc)) s_enc = FLT_MAX;
+    }
+    s_dec = 1.0f / s_enc;
+    p.tensor_dec = s_dec;
+  }
+#pragma omp parallel for schedule(static) if (p.blocks.size() >= 4096)
+  for (int64_t i = 0; i < static_cast<int64_t>(p.blocks.size()); ++i) {
+    BlockScale& b = p.blocks[i];
+    if (s.rule == ScaleRule::kAmax) amax_scale(s, encode_scale, b);
+    else if (s.rule == ScaleRule::kNvfp4) nvfp4_scale(s, e4m3, s_enc, s_dec, b);
+    else mx_scale(s, b);
+  }
+  return p;
+}
+
+BlockStats BlockPlan::block_stats() const {
+  BlockStats st;
+  st.blocks = blocks.size();
+  for (const auto& b : blocks) {
+    st.clipped_blocks += b.clipped;
+    st.nonfinite_blocks += b.nonfinite;
+    if (!b.nan_block && !b.zero_scale && !scheme->is_plain()) ++st.scale_log2_histogram[b.log2_scale];
+  }
+  return st;
+}
+
+void BlockPlan::pack_scales(BlockPacked& out) const {
+  const BlockScaling& s = *scheme;
+  if (s.is_plain()) return;
+  // Block order: rows across the axis, columns along it.
+  out.scale_rows = s.axis == 1 ? nbr : nbc;
+  out.scale_cols = s.axis == 1 ? nbc : nbr;
+  const size_t width = s.scale_format == ScaleFormat::kFp32 || s.scale_format == ScaleFormat::kPow2Fp32 ? 4 : 1;
+  out.scales.assign(blocks.size() * width, 0);
+  for (size_t rb = 0; rb < nbr; ++rb)
+    for (size_t cb = 0; cb < nbc; ++cb) {
+      const size_t idx = s.axis == 1 ? rb * nbc + cb : cb * nbr + rb;
+      const uint32_t code = blocks[rb * nbc + cb].code;
+      std::memcpy(out.scales.data() + idx * width, &code, width);  // little-endian host
+    }
+}
+
+BlockStats& BlockStats::operator+=(const BlockStats& o) {
+  elements += o.elements;
+  blocks += o.blocks;
+  clipped_blocks += o.clipped_blocks;
+  nonfinite_blocks += o.nonfinite_blocks;
+  saturated += o.saturated;
+  flushed += o.flushed;
+  nonfinite_inputs += o.nonfinite_inputs;
+  for (const auto& [k, v] : o.scale_log2_histogram) scale_log2_histogram[k] += v;
+  return *this;
+}
+
+}  // namespace precsim

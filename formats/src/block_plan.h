@@ -1,0 +1,50 @@
+// Internal to the block-scaling implementation: the geometry of the blocks and the scale of
+// every block of one array, computed once (pass 1) and used by every later pass.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "precsim/formats/block_scaling.h"
+
+namespace precsim {
+
+// Blocks in the array's own coordinates: br x bc elements, nbr x nbc blocks.
+struct BlockGeometry {
+  size_t br = 1, bc = 1, nbr = 1, nbc = 1;
+};
+BlockGeometry block_geometry(const BlockScaling& s, size_t rows, size_t cols);
+
+struct BlockScale {
+  float amax = 0;        // largest finite magnitude in the block
+  float enc = 1;         // x * enc (then * elem_factor) is rounded into the element format
+  double dec = 1;        // value = rounded * dec (elem unit included), in double, rounded once
+  uint32_t code = 0;     // E8M0 / E4M3 code, or the bits of the FP32 decode scale
+  int log2_scale = 0;    // for the histogram
+  bool nonfinite = false;
+  bool nan_block = false;   // MX / NVFP4: a NaN or Inf makes the whole block NaN
+  bool zero_scale = false;  // NVFP4: the E4M3 block scale underflowed to zero
+  bool clipped = false;
+};
+
+struct BlockPlan {
+  const BlockScaling* scheme = nullptr;
+  size_t rows = 0, cols = 0;
+  size_t br = 1, bc = 1, nbr = 1, nbc = 1;
+  std::vector<BlockScale> blocks;      // nbr x nbc, row-major
+  std::vector<uint32_t> col_block;     // column -> block column (empty when bc >= cols)
+  float elem_factor = 1;               // 2^-element_exp (MXINT8: 64)
+  double elem_max = 0;                 // largest element value in scaled units
+  float tensor_dec = 1;                // NVFP4 second-level decode scale
+
+  const BlockScale* row_blocks(size_t r) const { return blocks.data() + (r / br) * nbc; }
+  BlockStats block_stats() const;      // blocks, clipped, non-finite, histogram
+  void pack_scales(BlockPacked& out) const;
+};
+
+// encode_scale > 0 fixes the scale of a per-tensor kAmax scheme (delayed scaling).
+BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, size_t cols,
+                          double tensor_amax, double encode_scale);
+
+}  // namespace precsim
