@@ -1,0 +1,80 @@
+// precsim train: the FP64 reference and any number of precision recipes side by side.
+#include <omp.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "train_runner.h"
+
+namespace precsim::cli {
+namespace {
+
+struct Args {
+  std::string config;
+  std::string recipes;
+  int64_t steps = 0;
+  int64_t seed = -1;
+  int seeds = 0;
+  int batch = 0;
+  int threads = 0;
+  bool config_help = false;
+  OutputOptions out;
+};
+
+nlohmann::json read_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--config '" + path + "': cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError("--config '" + path + "': not valid JSON: " + e.what());
+  }
+}
+
+void run(const Args& a) {
+  if (a.config_help) {
+    std::cout << train_config_doc();
+    std::cout << "recipe presets:";
+    for (const auto& n : recipe_preset_names()) std::cout << " " << n;
+    std::cout << "\n";
+    return;
+  }
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  nlohmann::json j = a.config.empty() ? nlohmann::json::object() : read_config(a.config);
+  if (!j.is_object()) throw UsageError("--config '" + a.config + "': expected a JSON object");
+  if (!a.recipes.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    std::stringstream ss(a.recipes);
+    for (std::string item; std::getline(ss, item, ',');)
+      if (!item.empty()) list.push_back(item);
+    j["recipes"] = list;
+  }
+  if (!j.contains("recipes")) throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config");
+  if (a.steps > 0) j["steps"] = a.steps;
+  if (a.seed >= 0) j["seed"] = a.seed;
+  if (a.seeds > 0) j["seeds"] = a.seeds;
+  if (a.batch > 0) j["batch"] = a.batch;
+  const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
+  run_train_report(c, a.out);
+}
+
+const Registrar reg(60, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "train an MLP in an FP64 reference and precision recipes side by side");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--config", a->config, "JSON experiment configuration (see --config-help)");
+  cmd->add_option("--recipes", a->recipes, "comma-separated recipe presets (overrides the config's list)");
+  cmd->add_option("--steps", a->steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seed", a->seed, "base seed")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd->add_option("--seeds", a->seeds, "repeat over N seeds; report mean and 95% interval")->check(CLI::Range(1, 1000));
+  cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--config-help", a->config_help, "print every configuration key and the recipe presets");
+  add_output_options(cmd, a->out);
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace precsim::cli

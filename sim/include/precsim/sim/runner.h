@@ -1,0 +1,59 @@
+// The side-by-side experiment: an FP64 reference, an FP64 chaos control started one FP32 ulp away,
+// and every variant step in lockstep from identical initial weights on identical batches. Local
+// error comes from shadow steps (the variant's arithmetic at the reference's weights and batch);
+// global error compares the free-running runs and is read against the chaos floor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "precsim/sim/data.h"
+#include "precsim/sim/mlp.h"
+#include "precsim/sim/optimizer.h"
+#include "precsim/sim/recipe.h"
+
+namespace precsim {
+
+struct TrainConfig {
+  DataConfig data;
+  MlpConfig model;
+  OptimizerConfig optimizer;
+  int64_t steps = 300;
+  int batch = 64;
+  uint64_t seed = 1;
+  int seeds = 1;                  // repeat everything for seed, seed+1, ...
+  int shadow_every = 10;          // local-error shadow step period (0: none)
+  int log_every = 0;              // series period; 0: at most 200 points
+  int eval_every = 0;             // held-out evaluation period; 0: 10 evaluations
+  double divergence_factor = 10;  // a variant diverges at a non-finite loss, or a loss above
+                                  // factor x the reference's loss that is also above the initial loss
+  std::vector<int64_t> histogram_steps;  // exponent histograms of gradients (default: first, last)
+  std::vector<Recipe> variants;
+};
+
+// Strict parsing: unknown keys anywhere are rejected with the valid keys listed; recipes are
+// preset names or objects {"name", "preset", overrides...}. Throws std::invalid_argument.
+TrainConfig train_config_from_json(const nlohmann::json& j);
+nlohmann::json train_config_to_json(const TrainConfig& c);
+// Reference text of every key (README configuration reference).
+std::string train_config_doc();
+
+// Called after each step: (seed index, step, total steps).
+using Progress = std::function<void(int, int64_t, int64_t)>;
+
+// The results object of a train report. Throws std::invalid_argument on data or shape errors
+// before any step runs.
+nlohmann::json run_training(const TrainConfig& c, const Progress& progress = {});
+
+// Bytes a recipe needs for the model's weights, master copy, gradients, optimizer state and the
+// stored activations of one batch, block-scale overhead included.
+nlohmann::json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch);
+
+// The summary table (one row per variant) as text.
+std::string summary_table(const nlohmann::json& results);
+
+}  // namespace precsim

@@ -1,0 +1,89 @@
+// One training step of the MLP under a recipe: forward, loss, backward, unscale, clip, optimizer,
+// with every rounding point the recipe names and nothing else rounded. T = double with no recipe
+// is the FP64 reference (and the chaos control); T = float with a recipe is a variant computing
+// in FP32 opmath. The same code serves both, so the reference and a variant differ only where the
+// recipe rounds.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "precsim/formats/quant_options.h"
+#include "precsim/sim/data.h"
+#include "precsim/sim/loss_scaler.h"
+#include "precsim/sim/mlp.h"
+#include "precsim/sim/optimizer.h"
+#include "precsim/sim/recipe.h"
+
+namespace precsim {
+
+class DelayedScaling;
+
+using RoleStats = std::array<QuantStats, static_cast<size_t>(Role::kCount)>;
+
+template <class T>
+struct RunState {
+  std::vector<T> weights;  // the master copy, or the stored low-precision weights without one
+  std::vector<T> kahan;    // compensation of update_rounding kahan, in the weights' format
+  std::vector<T> m, v;     // optimizer states
+  int64_t opt_steps = 0;   // optimizer steps taken (skipped steps not counted)
+  LossScaler scaler{LossScaling{}};
+  std::vector<std::shared_ptr<DelayedScaling>> delayed;  // per GEMM operand (delayed FP8 scaling)
+  RunState clone() const;  // deep copy (delayed-scaling histories included)
+};
+
+struct StepStats {
+  double loss = 0;          // mean loss of the batch, unscaled
+  bool found_inf = false;   // a non-finite gradient was seen
+  bool skipped = false;     // the optimizer step was skipped (loss scaler)
+  float loss_scale = 1.0f;  // the scale this step used
+  double grad_norm = 0;     // of the unscaled gradient, before clipping
+  double lr = 0;
+  RoleStats roles{};
+  // Non-zero finite values entering each role's roundings: the denominator of its flush fraction.
+  std::array<uint64_t, static_cast<size_t>(Role::kCount)> role_nonzero{};
+  uint64_t updates_intended = 0;  // parameters with a non-zero intended update
+  uint64_t updates_lost = 0;      // ... whose stored value did not change (stagnation)
+};
+
+struct BatchView {
+  const double* x = nullptr;        // (rows, features)
+  const int32_t* labels = nullptr;  // classification
+  const double* targets = nullptr;  // regression (rows, outputs)
+  int rows = 0;
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;  // classification only
+};
+
+template <class T>
+class Trainer {
+ public:
+  // recipe == nullptr: exact arithmetic in T (the reference). sr_seed keys stochastic rounding.
+  Trainer(const MlpLayout& layout, const Recipe* recipe, const OptimizerConfig& opt, Task task, uint64_t sr_seed,
+          int64_t total_steps);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  RunState<T> init_state(const std::vector<double>& params) const;
+  // grads_out (optional): the unscaled gradient before clipping, as the optimizer sees it.
+  StepStats step(RunState<T>& s, const BatchView& b, int64_t step, std::vector<T>* grads_out = nullptr);
+  EvalResult evaluate(const RunState<T>& s, const BatchView& b);
+  // Activation gradients of the last step (all layers, in order), for exponent histograms.
+  const std::vector<T>& last_activation_grads() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class Trainer<float>;
+extern template class Trainer<double>;
+
+}  // namespace precsim

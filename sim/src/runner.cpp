@@ -1,0 +1,394 @@
+#include "precsim/sim/runner.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include "precsim/formats/block_scaling.h"
+#include "precsim/formats/quantize.h"
+#include "precsim/sim/accum_model.h"
+#include "precsim/reports/report.h"
+#include "precsim/sim/metrics.h"
+#include "precsim/sim/operand_quant.h"
+#include "precsim/sim/random.h"
+#include "precsim/sim/train_step.h"
+
+namespace precsim {
+namespace {
+
+using nlohmann::json;
+constexpr size_t kRoles = static_cast<size_t>(Role::kCount);
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// One FP32 ulp of each weight, in a keyed random direction (the chaos control's start).
+std::vector<double> perturb_one_ulp(const std::vector<double>& w, uint64_t seed) {
+  std::vector<double> p(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float f = static_cast<float>(w[i]);
+    const bool up = uniform01(seed, 9001, i) < 0.5;
+    p[i] = std::nextafter(f, up ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity());
+  }
+  return p;
+}
+
+BatchView batch_view(const Dataset& d, const std::vector<int>& idx, std::vector<double>& x, std::vector<int32_t>& y,
+                     std::vector<double>& t) {
+  const int f = d.features, o = d.outputs;
+  x.resize(idx.size() * f);
+  for (size_t i = 0; i < idx.size(); ++i)
+    std::copy_n(d.x_train.begin() + size_t(idx[i]) * f, f, x.begin() + i * f);
+  BatchView b{x.data(), nullptr, nullptr, int(idx.size())};
+  if (d.task == Task::kClassification) {
+    y.resize(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) y[i] = d.y_train[idx[i]];
+    b.labels = y.data();
+  } else {
+    t.resize(idx.size() * o);
+    for (size_t i = 0; i < idx.size(); ++i) std::copy_n(d.t_train.begin() + size_t(idx[i]) * o, o, t.begin() + i * o);
+    b.targets = t.data();
+  }
+  return b;
+}
+
+BatchView heldout_view(const Dataset& d) {
+  return BatchView{d.x_heldout.data(), d.y_heldout.empty() ? nullptr : d.y_heldout.data(),
+                   d.t_heldout.empty() ? nullptr : d.t_heldout.data(), d.heldout_count()};
+}
+
+struct VariantRun {
+  const Recipe* recipe;
+  std::unique_ptr<Trainer<float>> trainer;
+  RunState<float> state;
+  RoleStats roles{};
+  std::array<uint64_t, kRoles> nonzero{};
+  uint64_t intended = 0, lost = 0, skipped = 0;
+  int64_t diverged_at = -1;
+  double last_loss = 0;
+  std::vector<double> loss_window;
+  json series = json::object(), local = json::object(), evals = json::object(), histograms = json::array();
+  std::vector<double> local_grad_err, local_grad_cos, local_update_err, local_underflow;
+};
+
+void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
+
+double window_mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / double(v.size());
+}
+
+json roles_json(const RoleStats& r, const std::array<uint64_t, kRoles>& nz) {
+  json j = json::object();
+  for (size_t i = 0; i < kRoles; ++i) {
+    const QuantStats& q = r[i];
+    if (q.count == 0) continue;
+    j[std::string(to_string(static_cast<Role>(i)))] = {
+        {"count", q.count},
+        {"nonzero_inputs", nz[i]},
+        {"flushed_to_zero", q.underflow_to_zero},
+        {"flush_fraction", json_number(nz[i] ? double(q.underflow_to_zero) / double(nz[i]) : 0.0)},
+        {"subnormal", q.subnormal},
+        {"subnormal_fraction", json_number(double(q.subnormal) / double(q.count))},
+        {"inexact", q.inexact},
+        {"overflow", q.overflow},
+        {"saturated", q.saturated},
+        {"nan", q.nan}};
+  }
+  return j;
+}
+
+// One seed of the whole experiment.
+json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progress& progress) {
+  const Dataset data = make_dataset(c.data, seed);
+  const MlpLayout layout = make_mlp_layout(c.model, data.features, data.outputs);
+  const std::vector<double> init = init_mlp(layout, c.model, seed);
+  const int64_t n_steps = c.steps;
+  const int log_every = c.log_every > 0 ? c.log_every : int(std::max<int64_t>(1, (n_steps + 199) / 200));
+  const int eval_every = c.eval_every > 0 ? c.eval_every : int(std::max<int64_t>(1, n_steps / 10));
+  std::set<int64_t> hist_steps(c.histogram_steps.begin(), c.histogram_steps.end());
+  if (c.histogram_steps.empty()) hist_steps = {0, n_steps - 1};
+  const int window = int(std::max<int64_t>(1, n_steps / 10));
+
+  Trainer<double> ref_tr(layout, nullptr, c.optimizer, data.task, seed, n_steps);
+  Trainer<double> chaos_tr(layout, nullptr, c.optimizer, data.task, seed, n_steps);
+  RunState<double> ref = ref_tr.init_state(init);
+  RunState<double> chaos = chaos_tr.init_state(perturb_one_ulp(init, seed));
+  std::vector<VariantRun> runs;
+  for (const Recipe& r : c.variants) {
+    VariantRun v;
+    v.recipe = &r;
+    v.trainer = std::make_unique<Trainer<float>>(layout, &r, c.optimizer, data.task, seed, n_steps);
+    v.state = v.trainer->init_state(init);
+    runs.push_back(std::move(v));
+  }
+  json ref_series = json::object(), ref_evals = json::object();
+  std::vector<double> ref_window;
+  double ref_initial_loss = 0, ref_last = 0;
+  std::vector<int> idx;
+  std::vector<double> bx, bt;
+  std::vector<int32_t> by;
+  std::vector<double> ref_grad, ref_before;
+  std::vector<float> vgrad;
+  const BatchView held = heldout_view(data);
+
+  for (int64_t step = 0; step < n_steps; ++step) {
+    batch_indices(idx, data.train_count(), c.batch, seed, uint64_t(step));
+    const BatchView b = batch_view(data, idx, bx, by, bt);
+    const bool log = step % log_every == 0 || step == n_steps - 1;
+    const bool shadow = c.shadow_every > 0 && step % c.shadow_every == 0;
+    const bool eval = (step + 1) % eval_every == 0 || step == n_steps - 1;
+    const bool hist = hist_steps.count(step) > 0;
+
+    ref_before = ref.weights;
+    const StepStats rs = ref_tr.step(ref, b, step, &ref_grad);
+    std::vector<double> ref_delta(ref.weights.size());
+    for (size_t i = 0; i < ref_delta.size(); ++i) ref_delta[i] = ref.weights[i] - ref_before[i];
+    const StepStats cs = chaos_tr.step(chaos, b, step, nullptr);
+    if (step == 0) ref_initial_loss = rs.loss;
+    ref_last = rs.loss;
+    ref_window.push_back(rs.loss);
+    if (int(ref_window.size()) > window) ref_window.erase(ref_window.begin());
+    const double ref_norm = norm2(ref.weights);
+    const double chaos_dist = rel_error(chaos.weights, ref.weights);
+    if (log) {
+      push(ref_series, "step", double(step));
+      push(ref_series, "loss", rs.loss);
+      push(ref_series, "chaos_loss", cs.loss);
+      push(ref_series, "chaos_weight_distance", chaos_dist);
+      push(ref_series, "grad_norm", rs.grad_norm);
+    }
+    if (eval) {
+      const EvalResult e = ref_tr.evaluate(ref, held);
+      push(ref_evals, "step", double(step + 1));
+      push(ref_evals, "heldout_loss", e.loss);
+      push(ref_evals, "heldout_accuracy", e.accuracy);
+    }
+    (void)ref_norm;
+
+    for (VariantRun& v : runs) {
+      if (v.diverged_at >= 0) continue;
+      if (shadow) {
+        // The variant's arithmetic at the reference's weights: its own state otherwise (loss
+        // scale, optimizer moments, delayed-scaling history), and nothing of it kept.
+        RunState<float> sh = v.state.clone();
+        sh.weights.assign(ref_before.begin(), ref_before.end());
+        if (!v.recipe->has_master()) {
+          QuantOptions o;
+          quantize(v.recipe->weights.format, std::span<const float>(sh.weights), std::span<float>(sh.weights), o);
+        }
+        const std::vector<float> before = sh.weights;
+        v.trainer->step(sh, b, step, &vgrad);
+        const std::vector<double> g = to_double(vgrad);
+        std::vector<double> d(before.size());
+        for (size_t i = 0; i < d.size(); ++i) d[i] = double(sh.weights[i]) - double(before[i]);
+        const double ge = rel_error(g, ref_grad), gc = cosine(g, ref_grad), ue = rel_error(d, ref_delta);
+        const double uf = underflow_vs_reference(g, ref_grad);
+        v.local_grad_err.push_back(ge);
+        v.local_grad_cos.push_back(gc);
+        v.local_update_err.push_back(ue);
+        v.local_underflow.push_back(uf);
+        push(v.local, "step", double(step));
+        push(v.local, "grad_rel_err", ge);
+        push(v.local, "grad_cosine", gc);
+        push(v.local, "update_rel_err", ue);
+        push(v.local, "weight_grad_underflow_vs_reference", uf);
+      }
+      const StepStats st = v.trainer->step(v.state, b, step, log || hist ? &vgrad : nullptr);
+      for (size_t i = 0; i < kRoles; ++i) {
+        v.roles[i] += st.roles[i];
+        v.nonzero[i] += st.role_nonzero[i];
+      }
+      v.intended += st.updates_intended;
+      v.lost += st.updates_lost;
+      v.skipped += st.skipped;
+      v.last_loss = st.loss;
+      v.loss_window.push_back(st.loss);
+      if (int(v.loss_window.size()) > window) v.loss_window.erase(v.loss_window.begin());
+      if (hist) {
+        const std::vector<double> ag(v.trainer->last_activation_grads().begin(), v.trainer->last_activation_grads().end());
+        v.histograms.push_back({{"step", step},
+                                {"activation_grads", exponent_histogram(ag, v.recipe->activation_grads.format)},
+                                {"weight_grads_unscaled", exponent_histogram(to_double(vgrad), v.recipe->weight_grads.format)}});
+      }
+      if (log) {
+        const std::vector<double> w = to_double(v.state.weights);
+        push(v.series, "step", double(step));
+        push(v.series, "loss", st.loss);
+        push(v.series, "loss_gap", st.loss - rs.loss);
+        push(v.series, "weight_distance", rel_error(w, ref.weights));
+        push(v.series, "drift_over_chaos_floor", rel_error(w, ref.weights) / chaos_dist);
+        push(v.series, "grad_cosine_vs_reference", cosine(to_double(vgrad), ref_grad));
+        push(v.series, "loss_scale", st.loss_scale);
+        push(v.series, "skipped_steps", double(v.skipped));
+        push(v.series, "stagnation", st.updates_intended ? double(st.updates_lost) / double(st.updates_intended) : 0.0);
+      }
+      if (eval) {
+        const EvalResult e = v.trainer->evaluate(v.state, held);
+        push(v.evals, "step", double(step + 1));
+        push(v.evals, "heldout_loss", e.loss);
+        push(v.evals, "heldout_accuracy", e.accuracy);
+      }
+      const bool blown = !std::isfinite(st.loss) ||
+                         (st.loss > c.divergence_factor * rs.loss && st.loss > ref_initial_loss);
+      if (blown) v.diverged_at = step;
+    }
+    if (progress) progress(seed_index, step, n_steps);
+  }
+
+  json out = json::object();
+  const EvalResult ref_e = ref_tr.evaluate(ref, held);
+  const double ref_final = window_mean(ref_window);
+  const double chaos_final = rel_error(chaos.weights, ref.weights);
+  out["seed"] = seed;
+  out["reference"] = {{"final_loss", json_number(ref_final)},
+                      {"last_loss", json_number(ref_last)},
+                      {"initial_loss", json_number(ref_initial_loss)},
+                      {"heldout_loss", json_number(ref_e.loss)},
+                      {"heldout_accuracy", json_number(ref_e.accuracy)},
+                      {"chaos_floor", json_number(chaos_final)},
+                      {"series", ref_series},
+                      {"evals", ref_evals}};
+  json vars = json::array();
+  for (VariantRun& v : runs) {
+    const EvalResult e = v.trainer->evaluate(v.state, held);
+    const double dist = rel_error(to_double(v.state.weights), ref.weights);
+    uint64_t gflush = 0, gnz = 0;
+    for (Role r : {Role::kActivationGrads, Role::kWeightGrads}) {
+      gflush += v.roles[size_t(r)].underflow_to_zero;
+      gnz += v.nonzero[size_t(r)];
+    }
+    const double final_loss = window_mean(v.loss_window);
+    json summary = {{"final_loss", json_number(final_loss)},
+                    {"heldout_loss", json_number(e.loss)},
+                    {"heldout_accuracy", json_number(e.accuracy)},
+                    {"loss_gap", json_number(final_loss - ref_final)},
+                    {"heldout_loss_gap", json_number(e.loss - ref_e.loss)},
+                    {"heldout_accuracy_gap", json_number(e.accuracy - ref_e.accuracy)},
+                    {"local_grad_rel_err", json_number(window_mean(v.local_grad_err))},
+                    {"local_grad_cosine", json_number(window_mean(v.local_grad_cos))},
+                    {"local_update_rel_err", json_number(window_mean(v.local_update_err))},
+                    {"local_weight_grad_underflow", json_number(window_mean(v.local_underflow))},
+                    {"weight_distance", json_number(dist)},
+                    {"chaos_floor", json_number(chaos_final)},
+                    {"drift_over_chaos_floor", json_number(dist / chaos_final)},
+                    {"underflow_fraction", json_number(gnz ? double(gflush) / double(gnz) : 0.0)},
+                    {"stagnation_fraction", json_number(v.intended ? double(v.lost) / double(v.intended) : 0.0)},
+                    {"skipped_steps", v.skipped},
+                    {"final_loss_scale", json_number(v.state.scaler.scale())},
+                    {"diverged_at", v.diverged_at >= 0 ? json(v.diverged_at) : json(nullptr)}};
+    json fp8 = json::array();
+    for (size_t i = 0; i < v.state.delayed.size(); ++i)
+      if (v.state.delayed[i]) {
+        const auto& h = v.state.delayed[i]->history();
+        fp8.push_back({{"operand", i}, {"scale", json_number(v.state.delayed[i]->scale())},
+                       {"last_amax", json_number(h.empty() ? 0.0 : h.front())}});
+      }
+    vars.push_back({{"name", v.recipe->name},
+                    {"summary", summary},
+                    {"roles", roles_json(v.roles, v.nonzero)},
+                    {"series", v.series},
+                    {"local", v.local},
+                    {"evals", v.evals},
+                    {"histograms", v.histograms},
+                    {"fp8_delayed_scales", fp8}});
+  }
+  out["variants"] = vars;
+  return out;
+}
+
+const char* const kAggregated[] = {"final_loss",         "heldout_loss",       "heldout_accuracy",
+                                   "loss_gap",           "heldout_loss_gap",   "heldout_accuracy_gap",
+                                   "local_grad_rel_err", "local_grad_cosine",  "local_update_rel_err",
+                                   "local_weight_grad_underflow", "weight_distance", "chaos_floor",
+                                   "drift_over_chaos_floor", "underflow_fraction", "stagnation_fraction",
+                                   "skipped_steps"};
+
+}  // namespace
+
+json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch) {
+  const double n = double(l.param_count);
+  auto bytes = [](const Format& f, double count) { return count * f.bits() / 8.0; };
+  // Stored activations of one batch: every layer's input, linear output and activation output.
+  double acts = 0;
+  for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm ? s.out : 0));
+  double scale_overhead = 0;
+  for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
+    for (const OperandSpec* op : {&g->a, &g->b})
+      if (op->scaling == Scaling::kMx) scale_overhead += 1.0 / op->block;          // one E8M0 byte per block
+      else if (op->scaling == Scaling::kNvfp4) scale_overhead += 1.0 / 16;         // one E4M3 byte per 16
+      else if (op->scaling == Scaling::kRowwise || op->scaling == Scaling::kBlock2d) scale_overhead += 4.0 / op->block;
+  const double weights = bytes(r.weights.format, n);
+  const double master = r.has_master() ? bytes(r.master_format, n) : 0.0;
+  const double kahan = !r.has_master() && r.update_rounding == UpdateRounding::kKahan ? bytes(r.weights.format, n) : 0.0;
+  const double grads = bytes(r.weight_grads.format, n);
+  const double states = bytes(r.optimizer_state.format, n) * (o.kind == "adamw" ? 2 : 1);
+  const double act = bytes(r.activations.format, acts);
+  const double total = weights + master + kahan + grads + states + act;
+  return {{"weights", weights},         {"master_weights", master}, {"kahan_compensation", kahan},
+          {"gradients", grads},         {"optimizer_state", states}, {"activations_one_batch", act},
+          {"gemm_operand_scales_per_element_bytes", scale_overhead / 6.0}, {"total", total}};
+}
+
+nlohmann::json run_training(const TrainConfig& c, const Progress& progress) {
+  if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
+  // Build everything that can fail before the first step.
+  for (int s = 0; s < c.seeds; ++s) {
+    const Dataset d = make_dataset(c.data, c.seed + s);
+    const MlpLayout l = make_mlp_layout(c.model, d.features, d.outputs);
+    if (c.batch > d.train_count())
+      throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, d.train_count()));
+    for (const Recipe& r : c.variants)
+      for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
+        parse_accum_model(g->accum);
+        for (const OperandSpec* op : {&g->a, &g->b}) parse_block_scaling(operand_scheme(*op, r.margin));
+      }
+    (void)l;
+  }
+  json runs = json::array();
+  for (int s = 0; s < c.seeds; ++s) runs.push_back(run_seed(c, c.seed + s, s, progress));
+  const Dataset d0 = make_dataset(c.data, c.seed);
+  const MlpLayout l0 = make_mlp_layout(c.model, d0.features, d0.outputs);
+  json variants = json::array();
+  for (size_t vi = 0; vi < c.variants.size(); ++vi) {
+    json agg = json::object(), ci = json::object();
+    for (const char* key : kAggregated) {
+      std::vector<double> xs;
+      for (const auto& run : runs) xs.push_back(read_number(run["variants"][vi]["summary"][key]));
+      const MeanCi m = mean_ci95(xs);
+      agg[key] = json_number(m.mean);
+      ci[key] = {json_number(m.lo), json_number(m.hi)};
+    }
+    json diverged = json::array();
+    for (const auto& run : runs) diverged.push_back(run["variants"][vi]["summary"]["diverged_at"]);
+    agg["diverged_at"] = c.seeds == 1 ? diverged[0] : diverged;
+    json v = {{"name", c.variants[vi].name},
+              {"preset", c.variants[vi].preset},
+              {"summary", agg},
+              {"memory_bytes", memory_estimate(c.variants[vi], l0, c.optimizer, c.batch)}};
+    if (c.seeds > 1) v["summary_ci95"] = ci;
+    variants.push_back(v);
+  }
+  return {{"parameters", l0.param_count}, {"variants", variants}, {"runs", runs}};
+}
+
+std::string summary_table(const nlohmann::json& results) {
+  std::string t = fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}\n", "variant",
+                              "final", "heldout", "gap", "acc", "local_err", "drift/cf", "underflow", "skipped",
+                              "diverged");
+  for (const auto& v : results["variants"]) {
+    const auto& s = v["summary"];
+    auto num = [&](const char* k) { return read_number(s[k]); };
+    std::string div = s["diverged_at"].is_null() ? "-" : s["diverged_at"].dump();
+    t += fmt::format("{:<16} {:>10.4g} {:>10.4g} {:>+10.3g} {:>10.4f} {:>10.3g} {:>10.3g} {:>9.3g} {:>8.0f} {:>9}\n",
+                     v["name"].get<std::string>(), num("final_loss"), num("heldout_loss"), num("loss_gap"),
+                     num("heldout_accuracy"), num("local_grad_rel_err"), num("drift_over_chaos_floor"),
+                     num("underflow_fraction"), num("skipped_steps"), div);
+  }
+  return t;
+}
+
+}  // namespace precsim

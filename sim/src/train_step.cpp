@@ -1,0 +1,431 @@
+#include "precsim/sim/train_step.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+#include "precsim/formats/block_scaling.h"
+#include "precsim/formats/quantize.h"
+#include "precsim/sim/accum_model.h"
+#include "precsim/sim/gemm.h"
+#include "precsim/sim/layers.h"
+#include "precsim/sim/operand_quant.h"
+
+namespace precsim {
+namespace {
+
+// Stochastic-rounding step offset of evaluation passes, so they never share bits with training.
+constexpr uint64_t kEvalStep = uint64_t{1} << 40;
+enum GemmKind : int { kFwd = 0, kDgrad = 1, kWgrad = 2 };
+
+template <class T>
+std::span<T> sp(std::vector<T>& v, size_t off, size_t n) {
+  return std::span<T>(v.data() + off, n);
+}
+
+template <class T>
+uint64_t count_nonzero(std::span<const T> v) {
+  uint64_t n = 0;
+  for (T e : v) n += e != T(0) && std::isfinite(e);
+  return n;
+}
+
+}  // namespace
+
+template <class T>
+RunState<T> RunState<T>::clone() const {
+  RunState c = *this;
+  for (auto& d : c.delayed)
+    if (d) d = std::make_shared<DelayedScaling>(*d);
+  return c;
+}
+
+template <class T>
+struct Trainer<T>::Impl {
+  MlpLayout L;
+  const Recipe* r;
+  OptimizerConfig opt;
+  Task task;
+  uint64_t seed;
+  int64_t total_steps;
+  std::array<AccumModel, 3> accum;
+  std::array<OperandQuantizer, 6> operand;  // (gemm kind) * 2 + (0: a, 1: b)
+
+  // Workspace, sized for the current batch.
+  int rows = 0;
+  std::vector<T> x, wc, grads, delta;
+  std::vector<std::vector<T>> in, z, ln_out, mean, rstd, act;  // per layer
+  std::vector<T> losses, probs, targets, dz, dprev, du, dres, tmp, qa, qb, act_grads;
+  std::vector<int32_t> labels;
+  RunState<T>* cur = nullptr;  // the state being stepped (delayed-scaling histories)
+
+  bool exact() const { return r == nullptr; }
+
+  bool identity(const TensorFormat& tf) const {
+    if (exact()) return true;
+    const Format& f = tf.format;
+    const bool wide = f.kind == FormatKind::kFloat && f.exp_bits >= 8 && f.man_bits >= 23 && f.subnormals;
+    return std::is_same_v<T, float> ? wide : (wide && f.man_bits >= 52 && f.exp_bits >= 11);
+  }
+
+  void round(std::span<T> v, const TensorFormat& tf, Role role, uint32_t tensor, uint64_t step, StepStats* st) {
+    if (identity(tf)) return;
+    QuantOptions o;
+    o.rounding = tf.rounding;
+    o.sr_key = SrKey{seed, step, tensor, static_cast<uint32_t>(role)};
+    if (st) st->role_nonzero[static_cast<size_t>(role)] += count_nonzero(std::span<const T>(v));
+    QuantStats q;
+    quantize(tf.format, std::span<const T>(v.data(), v.size()), v, o, &q);
+    if (st) st->roles[static_cast<size_t>(role)] += q;
+  }
+
+  void resize(int b) {
+    if (b == rows) return;
+    rows = b;
+    const size_t n = L.layers.size();
+    in.assign(n + 1, {});
+    z.assign(n, {});
+    ln_out.assign(n, {});
+    mean.assign(n, {});
+    rstd.assign(n, {});
+    act.assign(n, {});
+    for (size_t l = 0; l < n; ++l) {
+      const auto& s = L.layers[l];
+      in[l].resize(size_t(b) * s.in);
+      z[l].resize(size_t(b) * s.out);
+      if (s.layernorm) {
+        ln_out[l].resize(size_t(b) * s.out);
+        mean[l].resize(b);
+        rstd[l].resize(b);
+      }
+      if (s.hidden) act[l].resize(size_t(b) * s.out);
+    }
+    in[n].resize(size_t(b) * L.output);
+    losses.resize(b);
+    probs.resize(size_t(b) * L.output);
+  }
+
+  // C = op(A) op(B) through the GEMM emulation, each operand quantized along the reduction
+  // dimension from its high-precision source. a is (m,k) or, with trans_a, stored (k,m); b is
+  // (k,n) or, with trans_b, stored (n,k).
+  void gemm_op(GemmKind g, int layer, T* c, const T* a, bool trans_a, const T* b, bool trans_b, int m, int n, int k,
+               uint64_t step, StepStats* st) {
+    GemmArgs args;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.trans_a = trans_a;
+    args.trans_b = trans_b;
+    if constexpr (std::is_same_v<T, double>) {
+      gemm_f64(args, a, b, c);
+    } else {
+      const GemmSpec& spec = g == kFwd ? r->forward : g == kDgrad ? r->dgrad : r->wgrad;
+      const Role role = g == kFwd ? Role::kGemmInForward : g == kDgrad ? Role::kGemmInDgrad : Role::kGemmInWgrad;
+      // Storage shapes and the axis of K in each.
+      const size_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
+      qa.resize(ar * ac);
+      qb.resize(br * bc);
+      QuantStats sa, sb;
+      const uint32_t tid = uint32_t(layer) * 8 + uint32_t(g) * 2;
+      const size_t slot = size_t(layer) * 6 + size_t(g) * 2;
+      if (cur->delayed.size() < slot + 2) cur->delayed.resize(slot + 2);
+      args.a_format = operand[g * 2].apply(spec.a, std::span<const float>(a, qa.size()), qa, ar, ac, trans_a ? 0 : 1,
+                                           SrKey{seed, step, tid, uint32_t(role)}, &sa, &cur->delayed[slot]);
+      args.b_format = operand[g * 2 + 1].apply(spec.b, std::span<const float>(b, qb.size()), qb, br, bc, trans_b ? 1 : 0,
+                                               SrKey{seed, step, tid + 1, uint32_t(role)}, &sb, &cur->delayed[slot + 1]);
+      if (st) {
+        st->role_nonzero[size_t(role)] += count_nonzero(std::span<const T>(a, qa.size())) +
+                                          count_nonzero(std::span<const T>(b, qb.size()));
+        st->roles[size_t(role)] += sa;
+        st->roles[size_t(role)] += sb;
+      }
+      args.input_policy = InputPolicy::kTrust;
+      gemm(accum[g], args, qa.data(), qb.data(), c);
+    }
+  }
+
+  void forward(const BatchView& bv, uint64_t step, bool train, StepStats* st) {
+    resize(bv.rows);
+    const size_t n = L.layers.size();
+    for (size_t i = 0; i < in[0].size(); ++i) in[0][i] = static_cast<T>(bv.x[i]);
+    (void)train;
+    for (size_t l = 0; l < n; ++l) {
+      const auto& s = L.layers[l];
+      const uint32_t tid = uint32_t(l) * 8;
+      const size_t cnt = size_t(rows) * s.out;
+      gemm_op(kFwd, int(l), z[l].data(), in[l].data(), false, wc.data() + s.w, true, rows, s.out, s.in, step, st);
+      bias_forward(z[l].data(), wc.data() + s.b, rows, s.out);
+      round(sp(z[l], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid, step, st);
+      if (!s.hidden) {
+        std::copy(z[l].begin(), z[l].end(), in[l + 1].begin());
+        continue;
+      }
+      const T* u = z[l].data();
+      if (s.layernorm) {
+        layernorm_forward(ln_out[l].data(), mean[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
+                          wc.data() + s.ln_b, rows, s.out);
+        if (r && !r->autocast) round(sp(ln_out[l], 0, cnt), r->activations, Role::kActivations, tid + 1, step, st);
+        u = ln_out[l].data();
+      }
+      if (L.activation == Activation::kRelu) relu_forward(act[l].data(), u, cnt);
+      else gelu_forward(act[l].data(), u, cnt);
+      round(sp(act[l], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid + 2, step, st);
+      if (s.residual) {
+        residual_forward(in[l + 1].data(), in[l].data(), act[l].data(), cnt);
+        round(sp(in[l + 1], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid + 3, step, st);
+      } else {
+        std::copy(act[l].begin(), act[l].end(), in[l + 1].begin());
+      }
+    }
+    const T* logits = in[n].data();
+    if (task == Task::kClassification) {
+      labels.assign(bv.labels, bv.labels + rows);
+      softmax_xent_forward(losses.data(), probs.data(), logits, labels.data(), rows, L.output);
+    } else {
+      targets.resize(size_t(rows) * L.output);
+      for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<T>(bv.targets[i]);
+      mse_forward(losses.data(), logits, targets.data(), rows, L.output);
+    }
+  }
+
+  double mean_loss() const {
+    double s = 0;
+    for (int i = 0; i < rows; ++i) s += static_cast<double>(losses[i]);
+    return s / rows;
+  }
+
+  void cast_weights(const RunState<T>& s, uint64_t step, StepStats* st) {
+    wc = s.weights;
+    if (!r) return;
+    round(std::span<T>(wc), r->weights, Role::kWeights, 1u << 20, step, st);
+    if (r->autocast)  // layer_norm runs in FP32 with the FP32 parameters (autocast list)
+      for (const auto& l : L.layers)
+        if (l.layernorm)
+          for (int i = 0; i < l.out; ++i) {
+            wc[l.ln_w + i] = s.weights[l.ln_w + i];
+            wc[l.ln_b + i] = s.weights[l.ln_b + i];
+          }
+  }
+
+  void backward(float scale, uint64_t step, StepStats* st) {
+    const size_t n = L.layers.size();
+    const TensorFormat ag = r ? r->activation_grads : TensorFormat{};
+    const TensorFormat wg = r ? r->weight_grads : TensorFormat{};
+    grads.assign(L.param_count, T(0));
+    act_grads.clear();
+    dz.assign(size_t(rows) * L.output, T(0));
+    const T dloss = static_cast<T>(scale) / static_cast<T>(rows);
+    if (task == Task::kClassification) softmax_xent_backward(dz.data(), probs.data(), labels.data(), dloss, rows, L.output);
+    else mse_backward(dz.data(), in[n].data(), targets.data(), dloss, rows, L.output);
+    round(std::span<T>(dz), ag, Role::kActivationGrads, 1u << 21, step, st);
+    bool have_res = false;
+    for (size_t li = n; li-- > 0;) {
+      const auto& s = L.layers[li];
+      const uint32_t tid = uint32_t(li) * 8 + (1u << 22);
+      act_grads.insert(act_grads.end(), dz.begin(), dz.end());
+      // dW = dz^T in: A = dz stored (rows,out) transposed, B = in (rows,in); K = rows.
+      gemm_op(kWgrad, int(li), grads.data() + s.w, dz.data(), true, in[li].data(), false, s.out, s.in, rows, step, st);
+      round(sp(grads, s.w, size_t(s.in) * s.out), wg, Role::kWeightGrads, tid, step, st);
+      bias_backward(grads.data() + s.b, dz.data(), rows, s.out);
+      round(sp(grads, s.b, s.out), wg, Role::kWeightGrads, tid + 1, step, st);
+      if (li == 0) break;
+      // dX = dz W: A = dz (rows,out), B = W stored (out,in); K = out.
+      const auto& p = L.layers[li - 1];
+      dprev.assign(size_t(rows) * s.in, T(0));
+      gemm_op(kDgrad, int(li), dprev.data(), dz.data(), false, wc.data() + s.w, false, rows, s.in, s.out, step, st);
+      if (have_res)
+        for (size_t i = 0; i < dprev.size(); ++i) dprev[i] += dres[i];
+      round(std::span<T>(dprev), ag, Role::kActivationGrads, tid + 2, step, st);
+      // Layer li-1's output h = [in +] act(u): dres carries dh to its input.
+      have_res = p.residual;
+      if (have_res) dres = dprev;
+      const size_t cnt = size_t(rows) * p.out;
+      const T* u = p.layernorm ? ln_out[li - 1].data() : z[li - 1].data();
+      du.assign(cnt, T(0));
+      if (L.activation == Activation::kRelu) relu_backward(du.data(), u, dprev.data(), cnt);
+      else gelu_backward(du.data(), u, dprev.data(), cnt);
+      round(std::span<T>(du), ag, Role::kActivationGrads, tid + 3, step, st);
+      if (p.layernorm) {
+        dz.assign(cnt, T(0));
+        layernorm_backward(dz.data(), grads.data() + p.ln_w, grads.data() + p.ln_b, du.data(), z[li - 1].data(),
+                           wc.data() + p.ln_w, mean[li - 1].data(), rstd[li - 1].data(), rows, p.out);
+        round(std::span<T>(dz), ag, Role::kActivationGrads, tid + 4, step, st);
+        round(sp(grads, p.ln_w, p.out), wg, Role::kWeightGrads, tid + 5, step, st);
+        round(sp(grads, p.ln_b, p.out), wg, Role::kWeightGrads, tid + 6, step, st);
+      } else {
+        dz.swap(du);
+      }
+    }
+  }
+
+  // Per-tensor amax scaling of an FP8 optimizer state: stored as q(x * s) / s, s = max / amax.
+  void round_state(std::vector<T>& v, uint32_t tensor, uint64_t step, StepStats* st) {
+    if (!r || identity(r->optimizer_state)) return;
+    if (!r->optimizer_state_scaled) {
+      round(std::span<T>(v), r->optimizer_state, Role::kOptimizerState, tensor, step, st);
+      return;
+    }
+    double amax = 0;
+    for (T e : v) amax = std::max(amax, std::fabs(double(e)));
+    const T scale = amax > 0 && std::isfinite(amax) ? static_cast<T>(r->optimizer_state.format.max_finite() / amax) : T(1);
+    for (T& e : v) e *= scale;
+    round(std::span<T>(v), r->optimizer_state, Role::kOptimizerState, tensor, step, st);
+    for (T& e : v) e /= scale;
+  }
+
+  void update(RunState<T>& s, uint64_t step, StepStats& st) {
+    st.lr = learning_rate(opt, int64_t(step), total_steps);
+    s.opt_steps += 1;
+    delta.resize(L.param_count);
+    optimizer_delta(delta.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), L.param_count, opt, st.lr,
+                    s.opt_steps);
+    round_state(s.m, 1u << 23, step, &st);
+    if (opt.kind == "adamw") round_state(s.v, (1u << 23) + 1, step, &st);
+    std::vector<T> old = s.weights;
+    if (!r || r->has_master()) {
+      for (size_t i = 0; i < delta.size(); ++i) s.weights[i] = s.weights[i] + delta[i];
+      if (r) {
+        TensorFormat mf{r->master_weights, Rounding::kNearestEven, r->master_format};
+        round(std::span<T>(s.weights), mf, Role::kMasterWeights, 1u << 24, step, &st);
+      }
+    } else if (r->update_rounding == UpdateRounding::kKahan) {
+      // Compensated update (Zamirai et al. 2020): y = delta - c; t = fl(w + y); c = fl((t - w) - y).
+      TensorFormat wf = r->weights;
+      wf.rounding = Rounding::kNearestEven;
+      std::vector<T> y(delta.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        y[i] = delta[i] - s.kahan[i];
+        s.weights[i] = old[i] + y[i];
+      }
+      round(std::span<T>(s.weights), wf, Role::kMasterWeights, 1u << 24, step, &st);
+      for (size_t i = 0; i < y.size(); ++i) s.kahan[i] = (s.weights[i] - old[i]) - y[i];
+      round(std::span<T>(s.kahan), wf, Role::kOptimizerState, (1u << 24) + 1, step, &st);
+    } else {
+      TensorFormat wf = r->weights;
+      wf.rounding = r->update_rounding == UpdateRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
+      for (size_t i = 0; i < delta.size(); ++i) s.weights[i] = s.weights[i] + delta[i];
+      round(std::span<T>(s.weights), wf, Role::kMasterWeights, 1u << 24, step, &st);
+    }
+    for (size_t i = 0; i < delta.size(); ++i) {
+      if (delta[i] == T(0)) continue;
+      ++st.updates_intended;
+      if (s.weights[i] == old[i]) ++st.updates_lost;
+    }
+  }
+};
+
+template <class T>
+Trainer<T>::Trainer(const MlpLayout& layout, const Recipe* recipe, const OptimizerConfig& opt, Task task,
+                    uint64_t sr_seed, int64_t total_steps)
+    : impl_(std::make_unique<Impl>()) {
+  if (recipe && !std::is_same_v<T, float>) throw std::logic_error("a recipe runs in FP32 opmath (Trainer<float>)");
+  impl_->L = layout;
+  impl_->r = recipe;
+  impl_->opt = opt;
+  impl_->task = task;
+  impl_->seed = sr_seed;
+  impl_->total_steps = total_steps;
+  if (recipe) {
+    impl_->accum[kFwd] = parse_accum_model(recipe->forward.accum);
+    impl_->accum[kDgrad] = parse_accum_model(recipe->dgrad.accum);
+    impl_->accum[kWgrad] = parse_accum_model(recipe->wgrad.accum);
+    for (auto& o : impl_->operand) o.configure(recipe->amax_history_len, recipe->margin);
+  }
+}
+
+template <class T>
+Trainer<T>::~Trainer() = default;
+
+template <class T>
+RunState<T> Trainer<T>::init_state(const std::vector<double>& params) const {
+  RunState<T> s;
+  s.weights.assign(params.begin(), params.end());
+  const Recipe* r = impl_->r;
+  if (r && !r->has_master()) {
+    QuantOptions o;  // the initial cast to the stored format rounds to nearest
+    quantize(r->weights.format, std::span<const T>(s.weights), std::span<T>(s.weights), o);
+  }
+  s.kahan.assign(params.size(), T(0));
+  s.m.assign(params.size(), T(0));
+  s.v.assign(params.size(), T(0));
+  s.scaler = LossScaler(r ? r->loss_scaling : LossScaling{});
+  return s;
+}
+
+template <class T>
+StepStats Trainer<T>::step(RunState<T>& s, const BatchView& b, int64_t step, std::vector<T>* grads_out) {
+  Impl& I = *impl_;
+  I.cur = &s;
+  StepStats st;
+  st.loss_scale = s.scaler.scale();
+  I.cast_weights(s, uint64_t(step), &st);
+  I.forward(b, uint64_t(step), true, &st);
+  st.loss = I.mean_loss();
+  I.backward(st.loss_scale, uint64_t(step), &st);
+  if constexpr (std::is_same_v<T, float>) {
+    st.found_inf = s.scaler.unscale(std::span<float>(I.grads));
+  } else {
+    for (T g : I.grads) st.found_inf |= !std::isfinite(g);
+  }
+  double sq = 0;
+  for (T g : I.grads) sq += double(g) * double(g);
+  st.grad_norm = std::sqrt(sq);
+  if (grads_out) *grads_out = I.grads;
+  if (st.found_inf && s.scaler.checks_gradients()) {
+    st.skipped = true;
+    s.scaler.update(true);
+    return st;
+  }
+  if (I.opt.clip_norm > 0) {
+    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1, applied in the grads' type.
+    const double coef = I.opt.clip_norm / (st.grad_norm + 1e-6);
+    if (coef < 1.0)
+      for (T& g : I.grads) g *= static_cast<T>(coef);
+  }
+  I.update(s, uint64_t(step), st);
+  s.scaler.update(false);
+  return st;
+}
+
+template <class T>
+EvalResult Trainer<T>::evaluate(const RunState<T>& s, const BatchView& b) {
+  Impl& I = *impl_;
+  constexpr int kChunk = 1024;
+  EvalResult e;
+  RunState<T> probe = s.clone();  // evaluation must not advance delayed-scaling histories
+  I.cur = &probe;
+  I.cast_weights(s, kEvalStep, nullptr);
+  double loss = 0;
+  int64_t correct = 0;
+  const int f = I.L.input, o = I.L.output;
+  for (int start = 0; start < b.rows; start += kChunk) {
+    BatchView c;
+    c.rows = std::min(kChunk, b.rows - start);
+    c.x = b.x + size_t(start) * f;
+    if (b.labels) c.labels = b.labels + start;
+    if (b.targets) c.targets = b.targets + size_t(start) * o;
+    I.forward(c, kEvalStep + uint64_t(start), false, nullptr);
+    for (int i = 0; i < c.rows; ++i) loss += double(I.losses[i]);
+    if (I.task == Task::kClassification)
+      for (int i = 0; i < c.rows; ++i) {
+        const T* row = I.in.back().data() + size_t(i) * o;
+        const int arg = int(std::max_element(row, row + o) - row);
+        correct += arg == c.labels[i];
+      }
+  }
+  e.loss = loss / b.rows;
+  e.accuracy = double(correct) / b.rows;
+  return e;
+}
+
+template <class T>
+const std::vector<T>& Trainer<T>::last_activation_grads() const {
+  return impl_->act_grads;
+}
+
+template struct RunState<float>;
+template struct RunState<double>;
+template class Trainer<float>;
+template class Trainer<double>;
+
+}  // namespace precsim
