@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -140,12 +141,12 @@ void expect_all_targets_match(const Format& f, const QuantOptions& o, const std:
   }
 }
 
-std::vector<QuantOptions> all_options() {
+std::vector<QuantOptions> all_options(const std::vector<int>& sr_widths = {32, 3}) {
   std::vector<QuantOptions> opts;
   for (const Rounding r : kModes)
     for (const Overflow ov : {Overflow::kIeee, Overflow::kSaturate})
       for (const bool flush : {false, true})
-        for (const int k : r == Rounding::kStochastic ? std::vector<int>{32, 11, 3, 1} : std::vector<int>{32}) {
+        for (const int k : r == Rounding::kStochastic ? sr_widths : std::vector<int>{32}) {
           QuantOptions o;
           o.rounding = r;
           o.overflow = ov;
@@ -185,9 +186,19 @@ TEST_P(Kernel, StridedSweepOfAllFloat32PatternsMatchesScalar) {
   // Full sweeps (PRECSIM_FULL_SWEEP=1) use a stride of 257: 16.7M patterns per option set.
   const bool full = std::getenv("PRECSIM_FULL_SWEEP") != nullptr;
   static const std::vector<float> in = strided_sweep(full ? 257 : 0x10001);
-  for (const auto& o : all_options()) {
-    if (!full && o.rounding == Rounding::kStochastic && o.sr_bits != 32 && o.sr_bits != 3) continue;
-    expect_all_targets_match(f, o, in);
+  for (const auto& o : all_options()) expect_all_targets_match(f, o, in);
+}
+
+TEST(KernelStochastic, EveryRandomBitWidthMatchesScalar) {
+  for (const char* name : {"e4m3", "bf16", "e2m1", "fp16"}) {
+    const Format f = format_by_name(name);
+    std::vector<float> in = boundary_inputs(f);
+    if (in.size() > 50000) in.resize(50000);
+    const auto rnd = random_inputs(2048, 5);
+    in.insert(in.end(), rnd.begin(), rnd.end());
+    for (const auto& o : all_options({1, 2, 7, 11, 23, 24, 31})) {
+      if (o.rounding == Rounding::kStochastic) expect_all_targets_match(f, o, in);
+    }
   }
 }
 
