@@ -1,0 +1,99 @@
+// Real-device checks: they run where a CUDA device is present (the device bundle runs this binary
+// on an H200) and skip with the reason everywhere else. On Hopper, FP16/BF16 GEMMs with a pinned
+// algorithm must match the h100 preset bit for bit, and the probes must find its parameters.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "precsim/formats/format.h"
+#include "precsim/sim/accum_model.h"
+#include "precsim/sim/gemm.h"
+#include "precsim/sim/gpu_backend.h"
+#include "precsim/sim/gpu_compare.h"
+#include "precsim/sim/gpu_device.h"
+#include "precsim/sim/gpu_probe.h"
+
+namespace precsim {
+namespace {
+
+class GpuDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      gpu_ = GpuBackend::load();
+      info_ = gpu_->system_info();
+    } catch (const GpuError& e) {
+      GTEST_SKIP() << "no usable GPU: " << e.what();
+    }
+    const auto& d = info_.devices.at(0);
+    cc_ = d.major * 10 + d.minor;
+  }
+  bool hopper() const { return cc_ == 90; }
+  std::shared_ptr<const GpuBackend> gpu_;
+  GpuSystemInfo info_;
+  int cc_ = 0;
+};
+
+TEST_F(GpuDevice, ListsDevicesWithVersions) {
+  EXPECT_GT(info_.system.runtime_version, 0);
+  EXPECT_GT(info_.system.driver_version, 0);
+  EXPECT_GE(cc_, 70);
+  EXPECT_GT(info_.devices[0].total_memory, 0u);
+}
+
+TEST_F(GpuDevice, PinnedHalfPrecisionGemmsMatchTheHopperPresetBitForBit) {
+  if (!hopper()) GTEST_SKIP() << "the h100 preset describes sm_90; this device is sm_" << cc_;
+  for (const std::string type : {"bf16", "fp16"}) {
+    for (const auto& set : operand_set_names()) {
+      DeviceGemmSpec s;
+      s.m = s.n = 64;
+      s.k = 512;
+      s.a_type = s.b_type = type;
+      const Format f = gpu_type(type).format;
+      std::vector<float> a, b;
+      make_operands(parse_operand_set(set), f, f, s.m, s.n, s.k, 3, a, b);
+      PrecsimGpuGemmResult res{};
+      const std::vector<double> d = device_gemm(*gpu_, s, a, b, &res);
+      EXPECT_EQ(res.splitk_num, 1);
+      GemmArgs ga;
+      ga.m = s.m;
+      ga.n = s.n;
+      ga.k = s.k;
+      ga.a_format = ga.b_format = f;
+      std::vector<float> e(s.m * s.n);
+      gemm(parse_accum_model("h100"), ga, a.data(), b.data(), e.data());
+      const MatchStats st = compare_results(format_by_name("fp32"), d, std::vector<double>(e.begin(), e.end()));
+      EXPECT_EQ(st.exact, st.count) << type << " " << set << ": max ulp " << st.max_ulp << ", algo " << res.algo_id;
+    }
+  }
+}
+
+TEST_F(GpuDevice, ProbesFindTheHopperHalfPrecisionParameters) {
+  if (!hopper()) GTEST_SKIP() << "expected parameters are for sm_90; this device is sm_" << cc_;
+  const ProbeInstr& in = probe_instr("wmma-f16");
+  const int k = 2 * gpu_->probe_k(0, in.abi);
+  const ProbeTarget t{in.name, format_by_name("fp16"), format_by_name("fp32"), true, k};
+  const ProbeResult r = run_probes(t, instr_runner(*gpu_, 0, in, k));
+  EXPECT_EQ(r.frac_bits, 25);
+  EXPECT_EQ(r.block_size, 16);
+  EXPECT_EQ(r.out_rounding, "toward-zero");
+}
+
+TEST_F(GpuDevice, Fp8OnHopperNeedsMultiplesOf16AndSaysSo) {
+  if (cc_ < 89) GTEST_SKIP() << "FP8 GEMMs need sm_89 or later";
+  DeviceGemmSpec s;
+  s.m = s.n = 16;
+  s.k = 24;
+  s.a_type = s.b_type = "e4m3";
+  std::vector<float> a(16 * 24, 1.0f), b(24 * 16, 1.0f);
+  PrecsimGpuGemmResult res{};
+  try {
+    device_gemm(*gpu_, s, a, b, &res);
+    FAIL() << "k = 24 accepted";
+  } catch (const GpuError& e) {
+    EXPECT_EQ(e.kind, GpuErrorKind::kBadArgument) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace precsim
