@@ -31,7 +31,11 @@ strip --strip-unneeded "$bundle/bin/"* "$bundle/lib/libprecsim_gpu.so"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libcuda|libcudart|libcublas|libnvidia)'
 for f in "$bundle/bin/"* "$bundle/lib/libprecsim_gpu.so"; do
   ldd "$f" | awk '/=> \//{print $1" "$3}' | while read -r name path; do
-    if ! [[ "$name" =~ $skip ]] && [ ! -e "$bundle/lib/$name" ]; then cp -L "$path" "$bundle/lib/$name"; fi
+    if ! [[ "$name" =~ $skip ]] && [ ! -e "$bundle/lib/$name" ] && [ ! -e "$bundle/lib/fallback/$name" ]; then
+      # The C++ runtime goes last on the search path: a newer one on the device wins.
+      case "$name" in libstdc++*|libgcc_s*) mkdir -p "$bundle/lib/fallback"; cp -L "$path" "$bundle/lib/fallback/$name" ;;
+        *) cp -L "$path" "$bundle/lib/$name" ;; esac
+    fi
   done
 done
 

@@ -23,9 +23,11 @@ if command -v python3 >/dev/null; then
   py_libs="$(python3 -c 'import sys, os, glob; print(":".join(sorted({os.path.dirname(p) for s in sys.path for p in glob.glob(os.path.join(s, "nvidia", "*", "lib", "libcu*.so.13"))})))' 2>/dev/null || true)"
   [ -n "$py_libs" ] && libs="$libs:$py_libs"
 fi
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+libs="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$bundle/lib/fallback"
 export PRECSIM_GPU_LIBRARY="$bundle/lib/libprecsim_gpu.so"
-precsim="$bundle/bin/precsim"
+# Only the bundle's programs get the bundle's libraries; python3 and torch keep the image's.
+precsim=(env "LD_LIBRARY_PATH=$libs" "$bundle/bin/precsim")
+gpu_test=(env "LD_LIBRARY_PATH=$libs" "$bundle/bin/gpu_device_test")
 failed=0
 start=$SECONDS
 
@@ -40,7 +42,7 @@ step() {
   return $rc
 }
 finish() {
-  say "total ${SECONDS}s; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  say "total ${SECONDS}s; library path for precsim: $libs"
   cp "$bundle/BUNDLE.txt" "$dir/" 2>/dev/null
   tar czf "$out/precsim-device-check.tar.gz" -C "$work" precsim-device-check
   cp "$summary" "$out/summary.txt"
@@ -50,19 +52,19 @@ finish() {
 
 say "precsim device check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
 command -v nvidia-smi >/dev/null && nvidia-smi -L >"$dir/nvidia-smi.log" 2>&1
-if ! step gpu-info 60 "$precsim" gpu info --out "$dir/gpu-info.json"; then
+if ! step gpu-info 60 "${precsim[@]}" gpu info --out "$dir/gpu-info.json"; then
   say "NO GPU: $(tail -n 3 "$dir/gpu-info.log" | tr '\n' ' ')"
   finish 3
 fi
 sed -n '1,4p' "$dir/gpu-info.log" | tee -a "$summary"
-step gpu-test 120 "$bundle/bin/gpu_device_test" --gtest_brief=1
+step gpu-test 120 "${gpu_test[@]}" --gtest_brief=1
 grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$dir/gpu-test.log" | tee -a "$summary"
-step gpu-probe 120 "$precsim" gpu probe --out "$dir/gpu-probe.json"
+step gpu-probe 120 "${precsim[@]}" gpu probe --out "$dir/gpu-probe.json"
 grep -E '^(wmma|mma|cublaslt)' "$dir/gpu-probe.log" | cut -c1-150 | tee -a "$summary"
 gemm() {  # NAME ARGS...
   local name="$1"; shift
   mkdir -p "$dir/operands/$name"
-  step "gemm-$name" 90 "$precsim" gpu gemm --m 128 --n 128 --k 1024 --save-operands "$dir/operands/$name" \
+  step "gemm-$name" 90 "${precsim[@]}" gpu gemm --m 128 --n 128 --k 1024 --save-operands "$dir/operands/$name" \
     --out "$dir/gpu-gemm-$name.json" "$@"
   # the best preset of each operand set (the CLI prints presets best first)
   awk -v n="$name" '/ algo /{set=$1; seen=0} /exact/{if (!seen++) printf "  %-11s %-14s %s\n", n, set, $0}' \
