@@ -86,6 +86,7 @@ TEST(GpuProbe, Fp16ResultIsRoundedToNearestEven) {
   EXPECT_EQ(r.frac_bits, 25);
   EXPECT_EQ(r.out_frac_bits, 10);
   EXPECT_EQ(r.out_rounding, "nearest-even");
+  EXPECT_EQ(r.align_rounding, "toward-zero");
   EXPECT_EQ(r.block_size, 16);
 }
 

@@ -159,7 +159,7 @@ class Prober {
     const bool have_f = f > 0 && !r_.frac_bits_at_least;
     const double big = p2(eb_);
     int align_at = -1, out_at = -1, block_at = -1;
-    if (have_f && f + 2 <= span_) {
+    if (have_f) {  // results 2^(eb-F) and 2^(eb-F+1) stay within the output range as F < span
       align_at = static_cast<int>(vecs_.size());
       for (bool neg : {false, true}) {  // B - B + 1.75 * 2^(eb-F): keeps 1 or 2 units of 2^(eb-F)
         ProbeVector v = zero();
