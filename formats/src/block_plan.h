@@ -20,7 +20,8 @@ struct BlockScale {
   float amax = 0;        // largest finite magnitude in the block
   float enc = 1;         // x * enc (then * elem_factor) is rounded into the element format
   double dec = 1;        // value = rounded * dec (elem unit included), in double, rounded once
-  uint32_t code = 0;     // E8M0 / E4M3 code, or the bits of the FP32 decode scale
+  uint32_t code = 0;     // E8M0 code, E4M3 NaN code, or the bits of the FP32 decode scale
+  float scale_value = 0; // NVFP4: the E4M3 block scale's value (its code is made when packing)
   int log2_scale = 0;    // for the histogram
   bool nonfinite = false;
   bool nan_block = false;   // MX / NVFP4: a NaN or Inf makes the whole block NaN
@@ -33,12 +34,16 @@ struct BlockPlan {
   size_t rows = 0, cols = 0;
   size_t br = 1, bc = 1, nbr = 1, nbc = 1;
   std::vector<BlockScale> blocks;      // nbr x nbc, row-major
-  std::vector<uint32_t> col_block;     // column -> block column (empty when bc >= cols)
+  // The same scales as flat arrays for the element passes. A NaN block has dec NaN and an
+  // underflowed NVFP4 scale dec 0, so q * dec needs no special case.
+  std::vector<float> enc;
+  std::vector<double> dec;
   float elem_factor = 1;               // 2^-element_exp (MXINT8: 64)
   double elem_max = 0;                 // largest element value in scaled units
   float tensor_dec = 1;                // NVFP4 second-level decode scale
 
   const BlockScale* row_blocks(size_t r) const { return blocks.data() + (r / br) * nbc; }
+  size_t row_offset(size_t r) const { return (r / br) * nbc; }
   BlockStats block_stats() const;      // blocks, clipped, non-finite, histogram
   void pack_scales(BlockPacked& out) const;
 };

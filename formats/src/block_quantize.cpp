@@ -1,7 +1,7 @@
 // Block quantization of 2-D float32 arrays: block amax, scale per block, elements through the
 // format library's array API, dequantization with the block's decode scale.
 //
-// Pass 1 finds each block's largest finite magnitude. Pass 2, over fixed row chunks, scales
+// Pass 1 finds each block's largest finite magnitude. Pass 2, over fixed chunks, scales
 // the elements into a temporary (x * encode scale, in FP32 as hardware does), rounds the whole
 // chunk with quantize()/encode_array() (so every rounding mode, stochastic included, comes from
 // the one rounding routine; element i draws SR bits at its row-major index), and multiplies back
@@ -22,59 +22,108 @@
 namespace precsim {
 namespace {
 
-constexpr size_t kChunkElems = size_t{1} << 20;
-constexpr size_t kParallelMin = size_t{1} << 15;
+// Pass 2 works on fixed chunks of the flattened array, one parallel loop over chunks; inside,
+// quantize() runs in a nested (so single-threaded) region. The chunk fits in L2 with its two
+// temporaries, and the partition never depends on the thread count.
+constexpr size_t kChunk = size_t{1} << 14;
 
-size_t chunk_rows(size_t cols) { return std::max<size_t>(1, kChunkElems / std::max<size_t>(1, cols)); }
-
-// x * encode scale into `scaled`, for rows [r0, r1).
-void scale_rows(const BlockPlan& p, const float* in, float* scaled, size_t r0, size_t r1) {
+// Calls fn(i, c0, c1, b) for each run of flat indices [i, i + c1 - c0) in [i0, i1) that lies in
+// one row and one block column b (columns c0..c1 of that row).
+template <typename Fn>
+inline void for_runs(const BlockPlan& p, size_t i0, size_t i1, Fn&& fn) {
   const size_t cols = p.cols;
-  // Threads only pay off on large chunks (a parallel region costs microseconds, far more on a
-  // loaded machine).
-#pragma omp parallel for schedule(static) if ((r1 - r0) * cols >= kParallelMin)
-  for (int64_t r = static_cast<int64_t>(r0); r < static_cast<int64_t>(r1); ++r) {
-    const float* x = in + r * cols;
-    float* y = scaled + (r - r0) * cols;
-    const BlockScale* b = p.row_blocks(static_cast<size_t>(r));
-    if (p.bc >= cols) {
-      const float e = b[0].enc, f = p.elem_factor;
-      for (size_t c = 0; c < cols; ++c) y[c] = (x[c] * e) * f;
-    } else {
-      for (size_t c = 0; c < cols; ++c) y[c] = (x[c] * b[p.col_block[c]].enc) * p.elem_factor;
-    }
+  for (size_t i = i0; i < i1;) {
+    const size_t r = i / cols, c0 = i - r * cols;
+    const size_t b = c0 / p.bc;
+    const size_t c1 = std::min({cols, (b + 1) * p.bc, c0 + (i1 - i)});
+    fn(i, r, c0, c1, b);
+    i += c1 - c0;
   }
+}
+
+// Calls fn(i, r, c0, c1) for the part [i, i + c1 - c0) of [i0, i1) in row r (columns c0..c1).
+template <typename Fn>
+inline void for_row_runs(const BlockPlan& p, size_t i0, size_t i1, Fn&& fn) {
+  for (size_t i = i0; i < i1;) {
+    const size_t r = i / p.cols, c0 = i - r * p.cols, c1 = std::min(p.cols, c0 + (i1 - i));
+    fn(i, r, c0, c1);
+    i += c1 - c0;
+  }
+}
+
+// x * encode scale for flat indices [i0, i1) into scaled[0 ..).
+void scale_chunk(const BlockPlan& p, const float* in, float* scaled, size_t i0, size_t i1) {
+  const float f = p.elem_factor;
+  if (p.bc == 1) {  // a block per column: the scales of a row are a contiguous array
+    for_row_runs(p, i0, i1, [&](size_t i, size_t r, size_t c0, size_t c1) {
+      const float* e = p.enc.data() + p.row_offset(r);
+      for (size_t c = c0; c < c1; ++c) scaled[i - i0 + c - c0] = (in[i + c - c0] * e[c]) * f;
+    });
+    return;
+  }
+  for_runs(p, i0, i1, [&](size_t i, size_t r, size_t c0, size_t c1, size_t b) {
+    const float e = p.enc[p.row_offset(r) + b];
+    const float* x = in + i;
+    float* y = scaled + (i - i0);
+    for (size_t k = 0; k < c1 - c0; ++k) y[k] = (x[k] * e) * f;
+  });
+}
+
+// q * decode scale, in double and rounded once. A NaN block's decode scale is NaN and an
+// underflowed NVFP4 scale 0, so no element needs a special case.
+void dequantize_chunk(const BlockPlan& p, const float* q, float* v, size_t i0, size_t i1) {
+  if (p.bc == 1) {
+    for_row_runs(p, i0, i1, [&](size_t i, size_t r, size_t c0, size_t c1) {
+      const double* d = p.dec.data() + p.row_offset(r);
+      for (size_t c = c0; c < c1; ++c)
+        v[i - i0 + c - c0] = static_cast<float>(static_cast<double>(q[i - i0 + c - c0]) * d[c]);
+    });
+    return;
+  }
+  for_runs(p, i0, i1, [&](size_t i, size_t r, size_t c0, size_t c1, size_t b) {
+    const double d = p.dec[p.row_offset(r) + b];
+    const float* qq = q + (i - i0);
+    float* o = v + (i - i0);
+    for (size_t k = 0; k < c1 - c0; ++k) o[k] = static_cast<float>(static_cast<double>(qq[k]) * d);
+  });
 }
 
 struct PassCounts {
   uint64_t saturated = 0, flushed = 0, nonfinite = 0;
 };
 
-// out = q * decode scale for rows [r0, r1); `q` holds the rounded scaled values.
-PassCounts dequantize_rows(const BlockPlan& p, const float* in, const float* scaled, const float* q,
-                           float* out, size_t r0, size_t r1, bool count) {
-  const size_t cols = p.cols;
+// Pass 2 of fake quantization. With `count`: saturated (|scaled| > largest element), flushed
+// (finite non-zero in, zero out) and non-finite inputs. `out` may alias `in`: each chunk is
+// finished in a buffer before it is stored.
+PassCounts fake_quantize_pass(const BlockScaling& s, const BlockPlan& p, const float* in, float* out,
+                              uint64_t index_base, bool count) {
+  const size_t n = p.rows * p.cols;
+  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
   const double elem_max = p.elem_max;
   uint64_t sat = 0, fl = 0, nf = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sat, fl, nf) if ((r1 - r0) * cols >= kParallelMin)
-  for (int64_t r = static_cast<int64_t>(r0); r < static_cast<int64_t>(r1); ++r) {
-    const size_t off = (r - r0) * cols;
-    const BlockScale* b = p.row_blocks(static_cast<size_t>(r));
-    for (size_t c = 0; c < cols; ++c) {
-      const BlockScale& s = b[p.bc >= cols ? 0 : p.col_block[c]];
-      const float x = in ? in[r * cols + c] : 0.0f;
-      float v;
-      if (s.nan_block) v = NAN;
-      else if (s.zero_scale) v = std::copysign(0.0f, q[off + c]);
-      else v = static_cast<float>(static_cast<double>(q[off + c]) * s.dec);
-      if (count) {
-        if (!std::isfinite(x)) ++nf;
-        else {
-          if (x != 0 && v == 0) ++fl;
-          if (!s.nan_block && std::fabs(static_cast<double>(scaled[off + c])) > elem_max) ++sat;
-        }
+#pragma omp parallel if (chunks > 1) reduction(+ : sat, fl, nf)
+  {
+    std::vector<float> scaled(std::min(n, kChunk)), q(scaled.size());
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < chunks; ++k) {
+      const size_t i0 = static_cast<size_t>(k) * kChunk, i1 = std::min(n, i0 + kChunk), m = i1 - i0;
+      scale_chunk(p, in, scaled.data(), i0, i1);
+      quantize(s.element, std::span<const float>(scaled.data(), m), std::span<float>(q.data(), m),
+               s.element_options, nullptr, index_base + i0);
+      if (!count) {  // scaled already holds what the chunk needs of `in`
+        dequantize_chunk(p, q.data(), out + i0, i0, i1);
+        continue;
       }
-      out[r * cols + c] = v;
+      dequantize_chunk(p, q.data(), q.data(), i0, i1);
+      if (count)
+        for (size_t j = 0; j < m; ++j) {
+          const float x = in[i0 + j];
+          const bool finite = std::isfinite(x);
+          nf += !finite;
+          fl += finite && x != 0 && q[j] == 0;
+          sat += std::fabs(static_cast<double>(scaled[j])) > elem_max;
+        }
+      std::copy_n(q.data(), m, out + i0);
     }
   }
   return {sat, fl, nf};
@@ -106,17 +155,7 @@ void block_fake_quantize(const BlockScaling& s, std::span<const float> in, std::
     throw std::invalid_argument("block quantize: output has " + std::to_string(out.size()) +
                                 " elements, input " + std::to_string(in.size()));
   const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
-  const size_t cr = chunk_rows(cols);
-  std::vector<float> scaled(std::min(rows, cr) * cols), q(scaled.size());
-  PassCounts total;
-  for (size_t r0 = 0; r0 < rows; r0 += cr) {
-    const size_t r1 = std::min(rows, r0 + cr), n = (r1 - r0) * cols;
-    scale_rows(p, in.data(), scaled.data(), r0, r1);
-    quantize(s.element, std::span<const float>(scaled.data(), n), std::span<float>(q.data(), n),
-             s.element_options, nullptr, index_base + r0 * cols);
-    const PassCounts c = dequantize_rows(p, in.data(), scaled.data(), q.data(), out.data(), r0, r1, stats != nullptr);
-    total.saturated += c.saturated, total.flushed += c.flushed, total.nonfinite += c.nonfinite;
-  }
+  const PassCounts total = fake_quantize_pass(s, p, in.data(), out.data(), index_base, stats != nullptr);
   finish_stats(p, total, stats);
 }
 
@@ -128,11 +167,7 @@ void fake_quantize_with_scale(const BlockScaling& s, float encode_scale, std::sp
   if (out.size() != in.size())
     throw std::invalid_argument("fake_quantize_with_scale: output size differs from input size");
   const BlockPlan p = make_block_plan(s, in.data(), 1, in.size(), -1, encode_scale);
-  const size_t n = in.size();
-  std::vector<float> scaled(n), q(n);
-  scale_rows(p, in.data(), scaled.data(), 0, 1);
-  quantize(s.element, std::span<const float>(scaled), std::span<float>(q), s.element_options, nullptr, index_base);
-  const PassCounts c = dequantize_rows(p, in.data(), scaled.data(), q.data(), out.data(), 0, 1, stats != nullptr);
+  const PassCounts c = fake_quantize_pass(s, p, in.data(), out.data(), index_base, stats != nullptr);
   finish_stats(p, c, stats);
 }
 
@@ -147,14 +182,10 @@ BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, siz
   const size_t w = code_bytes(f);
   // Codes in the array's row-major order first.
   std::vector<uint8_t> codes(rows * cols * w);
-  const size_t cr = chunk_rows(cols);
-  std::vector<float> scaled(std::min(rows, cr) * cols);
-  for (size_t r0 = 0; r0 < rows; r0 += cr) {
-    const size_t r1 = std::min(rows, r0 + cr), n = (r1 - r0) * cols;
-    scale_rows(p, in.data(), scaled.data(), r0, r1);
-    encode_array(f, std::span<const float>(scaled.data(), n), codes.data() + r0 * cols * w,
-                 s.element_options, nullptr, index_base + r0 * cols);
-  }
+  const size_t n = rows * cols;
+  std::vector<float> scaled(n);
+  scale_chunk(p, in.data(), scaled.data(), 0, n);
+  encode_array(f, std::span<const float>(scaled), codes.data(), s.element_options, nullptr, index_base);
   if (stats) {
     // The counts come from the same arithmetic as the fake-quant path.
     std::vector<float> fq(in.size());
@@ -165,8 +196,7 @@ BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, siz
   for (size_t r = 0; r < rows; ++r) {
     const BlockScale* b = p.row_blocks(r);
     for (size_t c = 0; c < cols; ++c)
-      if (b[p.bc >= cols ? 0 : p.col_block[c]].nan_block)
-        std::copy_n(reinterpret_cast<const uint8_t*>(&zero), w, codes.data() + (r * cols + c) * w);
+      if (b[c / p.bc].nan_block) std::copy_n(reinterpret_cast<const uint8_t*>(&zero), w, codes.data() + (r * cols + c) * w);
   }
   // Stored layout: rows along the block axis.
   const size_t srows = s.axis == 1 ? rows : cols, scols = s.axis == 1 ? cols : rows;
