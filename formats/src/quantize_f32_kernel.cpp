@@ -69,6 +69,9 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
   const VU kHalfMinus1 = hn::Set(du, drop > 0 ? (1u << (drop - 1)) - 1 : 0);
   const VU kFracShift = hn::Set(du, static_cast<uint32_t>(32 - drop) & 31);
   const auto kMagic = hn::Set(df, p.magic);
+  const auto kQuantumF = hn::Set(df, p.quantum);
+  const auto kInvQuantum = hn::Set(df, p.inv_quantum);
+  const auto k2p16 = hn::Set(df, 65536.0f);
 
   // The nearest modes and SR round every overflow away from zero.
   constexpr bool kAwayAlways = M == Rounding::kNearestEven || M == Rounding::kNearestAway ||
@@ -249,22 +252,42 @@ HWY_NOINLINE void QuantizeRun(const F32Plan& p, uint32_t k0, uint32_t k1, const 
     finish.template operator()<kTail>(dst, u, sign, a, mag, res, over, under, sub, valid);
   };
 
-  // Stochastic rounding when no lane lies below 2^emin: a fixed number of dropped bits, whose
-  // top k are compared with the random bits.
+  // Stochastic rounding with a fixed number of dropped bits at and above 2^emin; below it (one
+  // quantum, 2^q) kept and the dropped fraction come exactly from float arithmetic on |x| / 2^q:
+  // the truncating conversion gives kept, and the fraction converts 16 bits at a time.
   auto stochastic = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {
     const VU u = hn::BitCast(du, hn::LoadU(df, src));
-    const VU a = hn::And(u, hn::Not(kSign));
-    if (!hn::AllFalse(du, hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow)))) {
-      return general.template operator()<kTail>(src, dst, idx, valid);
-    }
     const VU sign = hn::And(u, kSign);
-    const VI fk = hn::BitCast(di, hn::Xor(hn::And(a << kFracShift, kSrMask), kSign));
+    const VU a = hn::Xor(u, sign);
+    const MU below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kFlushBelow));
+    const bool any_below = p.often_small || !hn::AllFalse(du, below);
+    if (any_below && !p.sr_small_float) return general.template operator()<kTail>(src, dst, idx, valid);
+    VU frac = a << kFracShift;
+    VU kept_small = kZeroU;
+    if (any_below) {
+      const auto z = hn::Mul(hn::BitCast(df, a), kInvQuantum);
+      const VI ki = hn::ConvertTo(di, z);
+      const auto h = hn::Mul(hn::Sub(z, hn::ConvertTo(df, ki)), k2p16);
+      const VI hi = hn::ConvertTo(di, h);
+      const VI lo = hn::ConvertTo(di, hn::Mul(hn::Sub(h, hn::ConvertTo(df, hi)), k2p16));
+      frac = hn::IfThenElse(below, hn::BitCast(du, hn::Or(hn::ShiftLeft<16>(hi), lo)), frac);
+      kept_small = hn::BitCast(du, ki);
+    }
+    const VI fk = hn::BitCast(di, hn::Xor(hn::And(frac, kSrMask), kSign));
     const VI rk = hn::BitCast(di, hn::Xor(hn::And(random_bits(idx), kSrMask), kSign));
     const VU up = hn::VecFromMask(du, hn::RebindMask(du, hn::Gt(fk, rk)));
-    const VU mag = hn::Add(hn::AndNot(kDropMask, a), hn::And(up, kDropUnit));
+    VU mag = hn::Add(hn::AndNot(kDropMask, a), hn::And(up, kDropUnit));
+    MU under = hn::FirstN(du, 0), sub = under;
+    if (any_below) {
+      const VU rounded = hn::Sub(kept_small, up);
+      const VU small = p.flush ? kZeroU
+                               : hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, rounded)), kQuantumF));
+      mag = hn::IfThenElse(below, small, mag);
+      small_stats(a, mag, hn::Eq(mag, kZeroU), under, sub);
+    }
+    const VU res = hn::Or(mag, p.signed_zero ? sign : hn::IfThenZeroElse(hn::Eq(mag, kZeroU), sign));
     const MU over = hn::RebindMask(du, hn::Gt(hn::BitCast(di, mag), kMax));
-    const MU none = hn::FirstN(du, 0);
-    finish.template operator()<kTail>(dst, u, sign, a, mag, hn::Or(mag, sign), over, none, none, valid);
+    finish.template operator()<kTail>(dst, u, sign, a, mag, res, over, under, sub, valid);
   };
 
   auto step = [&]<bool kTail>(const float* src, float* dst, uint32_t idx, MU valid) HWY_ATTR {

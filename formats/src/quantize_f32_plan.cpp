@@ -62,6 +62,11 @@ std::optional<F32Plan> make_f32_plan(const Format& f, const QuantOptions& o) {
   p.fixed_drop = !p.need_lead && f.man_bits >= 1 && f.man_bits <= 22 && f.has_zero &&
                  f.quantum_exp() + 24 <= 127;
   p.often_small = f.emin() >= -10;
+  p.sr_small_float = p.fixed_drop && f.quantum_exp() >= -126 && f.quantum_exp() <= 0;
+  if (p.sr_small_float) {
+    p.quantum = std::ldexp(1.0f, f.quantum_exp());
+    p.inv_quantum = std::ldexp(1.0f, -f.quantum_exp());
+  }
   if (p.fixed_drop) p.magic = std::ldexp(1.0f, f.quantum_exp() + 23);
   return p;
 }

@@ -56,6 +56,9 @@ struct F32Plan {
   // handle them in every vector instead of branching on their presence.
   bool often_small = false;
   float magic = 0;
+  // SR below 2^emin through float arithmetic on |x| / quantum (both powers of two normal floats).
+  bool sr_small_float = false;
+  float quantum = 0, inv_quantum = 0;
 };
 
 // nullopt when the format's values are not all float32 values (fp64, wide custom formats):
