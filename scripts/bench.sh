@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Builds precsim (Release) if needed, runs every benchmark executable that exists (bench/*_bench)
+# with JSON output into <build>/bench-results/, times the end-to-end `precsim quantize` on a
+# 2^24-element .npy beside `cat`, and prints a summary with ratios to memcpy from the same run.
+#   scripts/bench.sh                  everything
+#   scripts/bench.sh quantize         only benchmarks whose executable name contains "quantize"
+#   PRECSIM_BUILD_DIR=dir scripts/bench.sh    build and run in dir instead of build/
+#   PRECSIM_BENCH_REPS=N              repetitions per benchmark (default 5; the summary uses the
+#                                     fastest, the best estimate on a busy machine)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+build="${PRECSIM_BUILD_DIR:-build}"
+reps="${PRECSIM_BENCH_REPS:-5}"
+only="${1:-}"
+py=/usr/bin/python3
+out="$build/bench-results"
+
+scripts/setup.sh
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+mkdir -p "$out"
+
+# Each benchmark is built on its own, so one that does not build yet never stops the others.
+ran=()
+for src in bench/*_bench.cpp; do
+  name="$(basename "$src" .cpp)"
+  [[ -n "$only" && "$name" != *"$only"* ]] && continue
+  if ! cmake --build "$build" --target "$name" -j "$(nproc)" >"$out/$name.build.log" 2>&1; then
+    echo "bench: $name does not build (see $out/$name.build.log); skipped" >&2
+    continue
+  fi
+  if [ ! -x "$build/$name" ]; then
+    echo "bench: $build/$name not found; skipped" >&2
+    continue
+  fi
+  echo "bench: running $name ($reps repetitions)" >&2
+  "$build/$name" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json >/dev/null
+  ran+=("$name")
+done
+
+# End to end: the CLI on a 2^24-element float32 .npy against cat of the same file.
+e2e="$out/e2e.json"
+rm -f "$e2e"
+if [[ -z "$only" || "e2e" == *"$only"* || "quantize" == *"$only"* ]] &&
+   cmake --build "$build" --target precsim -j "$(nproc)" >"$out/precsim.build.log" 2>&1; then
+  echo "bench: end-to-end precsim quantize vs cat" >&2
+  "$py" - "$build/precsim" "$out" "$e2e" <<'EOF'
+import json, os, subprocess, sys, time
+import numpy as np
+cli, out, path = sys.argv[1:4]
+x = os.path.join(out, "e2e_in.npy")
+np.save(x, np.random.default_rng(1).standard_normal(1 << 24, dtype=np.float32))
+
+def best(cmd, runs, stdout=subprocess.DEVNULL):
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=stdout, stderr=subprocess.DEVNULL, shell=isinstance(cmd, str))
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+res = {"elements": 1 << 24, "bytes": os.path.getsize(x)}
+res["cat_s"] = best(f"cat '{x}' > '{os.path.join(out, 'e2e_cat.npy')}'", 7)
+for fmt, mode in [("e4m3", "nearest-even"), ("bf16", "nearest-even"), ("e4m3", "stochastic")]:
+    y = os.path.join(out, "e2e_out.npy")
+    res[f"precsim_quantize_{fmt}_{mode}_s"] = best(
+        [cli, "quantize", "--format", fmt, "--rounding", mode, "--input", x, "--output", y], 7)
+res["precsim_start_s"] = best([cli, "--help"], 20)
+json.dump(res, open(path, "w"), indent=1)
+for f in ("e2e_in.npy", "e2e_cat.npy", "e2e_out.npy"):
+    p = os.path.join(out, f)
+    if os.path.exists(p):
+        os.remove(p)
+EOF
+fi
+
+# Summary: one table per benchmark file; quantize_bench rows get their ratio to memcpy.
+"$py" - "$out" "$e2e" "${ran[@]+"${ran[@]}"}" <<'EOF'
+import json, os, re, subprocess, sys
+out, e2e, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if l.startswith("Model name")), "unknown CPU")
+print(f"# precsim benchmarks on {cpu}, {os.cpu_count()} CPUs; fastest of the repetitions\n")
+for name in names:
+    doc = json.load(open(os.path.join(out, name + ".json")))
+    rows = [b for b in doc["benchmarks"] if b.get("aggregate_name") == "min"] or \
+           [b for b in doc["benchmarks"] if b.get("run_type") == "iteration"]
+    ctx = doc["context"]
+    print(f"## {name}  (load average {ctx.get('load_avg', '?')}, {ctx.get('num_cpus', '?')} CPUs"
+          + "".join(f", {k} {ctx[k]}" for k in ("quantize_simd_target", "stats") if k in ctx) + ")\n")
+    if name == "quantize_bench":
+        # ns_per_elem is stored in seconds; CPU time is the main thread's, so shown for 1 thread.
+        n = float(ctx.get("elements", 1 << 24))
+        scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+        ns = lambda b: b["ns_per_elem"] * 1e9
+        cpu = lambda b: b["cpu_time"] * scale[b["time_unit"]] / n
+        threads = lambda b: re.search(r"threads:(\d+)", b["run_name"]).group(1)
+        memcpy = {threads(b): b for b in rows if b["run_name"].startswith("memcpy")}
+        print("| benchmark | threads | ns/element | x memcpy | CPU ns/element (1 thread) | x memcpy (CPU) |")
+        print("|---|---|---|---|---|---|")
+        for b in rows:
+            t = threads(b)
+            label = re.sub(r"/threads:\d+.*", "", b["run_name"])
+            m = memcpy.get(t)
+            ratio = f"{ns(b) / ns(m):.2f}" if m else "-"
+            cpu_cols = f"{cpu(b):.3f} | {cpu(b) / cpu(m):.2f}" if t == "1" and m else "- | -"
+            print(f"| {label} | {t} | {ns(b):.3f} | {ratio} | {cpu_cols} |")
+    else:
+        print("| benchmark | time | unit |\n|---|---|---|")
+        for b in rows:
+            print(f"| {b['run_name']} | {b['real_time']:.4g} | {b['time_unit']} |")
+    print()
+if os.path.exists(e2e):
+    r = json.load(open(e2e))
+    print(f"## end to end: precsim quantize --input x.npy --output y.npy, {r['elements']} float32 ({r['bytes'] / 2**20:.0f} MiB)\n")
+    print("| command | seconds | x cat |\n|---|---|---|")
+    print(f"| cat x.npy > y.npy | {r['cat_s']:.3f} | 1.00 |")
+    for k, v in r.items():
+        if k.startswith("precsim_quantize_"):
+            print(f"| precsim quantize {k[len('precsim_quantize_'):-2].replace('_', ' ')} | {v:.3f} | {v / r['cat_s']:.2f} |")
+    print(f"| precsim --help (start-up) | {r['precsim_start_s']:.4f} | |")
+EOF
