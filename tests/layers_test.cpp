@@ -1,0 +1,139 @@
+// Gradients of every layer, and of whole MLPs, against central finite differences in FP64.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "precsim/sim/layers.h"
+#include "precsim/sim/mlp.h"
+#include "precsim/sim/random.h"
+#include "precsim/sim/train_step.h"
+
+namespace precsim {
+namespace {
+
+// max |analytic - numeric| / max(1e-6, |numeric|) over all coordinates of x.
+double fd_check(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& f) {
+  const double h = 1e-6;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = f();
+    x[i] = keep - h;
+    const double down = f();
+    x[i] = keep;
+    const double num = (up - down) / (2 * h);
+    worst = std::max(worst, std::fabs(analytic[i] - num) / std::max(1e-4, std::fabs(num)));
+  }
+  return worst;
+}
+
+std::vector<double> randn(size_t n, uint64_t stream) {
+  std::vector<double> v(n);
+  fill_normal(std::span<double>(v), 7, stream);
+  return v;
+}
+
+TEST(Layers, LayerNormBackwardMatchesFiniteDifferences) {
+  const int b = 3, c = 5;
+  std::vector<double> x = randn(b * c, 1), w = randn(c, 2), bias = randn(c, 3), dy = randn(b * c, 4);
+  std::vector<double> out(b * c), mean(b), rstd(b);
+  auto loss = [&] {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), b, c);
+    double s = 0;
+    for (int i = 0; i < b * c; ++i) s += out[i] * dy[i];
+    return s;
+  };
+  loss();
+  std::vector<double> dx(b * c, 0), dw(c, 0), db(c, 0);
+  layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), b, c);
+  EXPECT_LT(fd_check(x, dx, loss), 1e-6);
+  EXPECT_LT(fd_check(w, dw, loss), 1e-6);
+  EXPECT_LT(fd_check(bias, db, loss), 1e-6);
+}
+
+TEST(Layers, GeluSoftmaxXentAndMseBackwardMatchFiniteDifferences) {
+  const int b = 4, v = 6;
+  std::vector<double> z = randn(b * v, 5), dy = randn(b * v, 6), t = randn(b * v, 7);
+  std::vector<int32_t> y = {0, 5, 2, 3};
+  std::vector<double> out(b * v), probs(b * v), losses(b);
+  auto gelu_loss = [&] {
+    gelu_forward(out.data(), z.data(), out.size());
+    double s = 0;
+    for (size_t i = 0; i < out.size(); ++i) s += out[i] * dy[i];
+    return s;
+  };
+  std::vector<double> dz(b * v, 0);
+  gelu_backward(dz.data(), z.data(), dy.data(), dz.size());
+  EXPECT_LT(fd_check(z, dz, gelu_loss), 1e-6);
+  auto xent = [&] {
+    softmax_xent_forward(losses.data(), probs.data(), z.data(), y.data(), b, v);
+    double s = 0;
+    for (double l : losses) s += l;
+    return s / b;
+  };
+  xent();
+  std::fill(dz.begin(), dz.end(), 0.0);
+  softmax_xent_backward(dz.data(), probs.data(), y.data(), 1.0 / b, b, v);
+  EXPECT_LT(fd_check(z, dz, xent), 1e-6);
+  auto mse = [&] {
+    mse_forward(losses.data(), z.data(), t.data(), b, v);
+    double s = 0;
+    for (double l : losses) s += l;
+    return s / b;
+  };
+  std::fill(dz.begin(), dz.end(), 0.0);
+  mse_backward(dz.data(), z.data(), t.data(), 1.0 / b, b, v);
+  EXPECT_LT(fd_check(z, dz, mse), 1e-6);
+}
+
+// The whole MLP (linear through gemm_f64, LayerNorm, GELU, residual, both losses) through the
+// FP64 reference trainer: its gradient against finite differences of its own loss.
+void check_mlp(const MlpConfig& mc, Task task) {
+  const int rows = 5, features = 4, outputs = 3;
+  const MlpLayout layout = make_mlp_layout(mc, features, outputs);
+  std::vector<double> params = init_mlp(layout, mc, 3);
+  for (size_t i = 0; i < params.size(); ++i) params[i] += 0.1 * standard_normal(11, 1, i);  // non-trivial LN/bias
+  std::vector<double> x = randn(rows * features, 8), t = randn(rows * outputs, 9);
+  std::vector<int32_t> y = {0, 1, 2, 1, 0};
+  BatchView b{x.data(), task == Task::kClassification ? y.data() : nullptr,
+              task == Task::kRegression ? t.data() : nullptr, rows};
+  OptimizerConfig opt;
+  Trainer<double> tr(layout, nullptr, opt, task, 1, 10);
+  auto loss = [&] {
+    RunState<double> s = tr.init_state(params);
+    return tr.step(s, b, 0).loss;
+  };
+  RunState<double> s = tr.init_state(params);
+  std::vector<double> g;
+  tr.step(s, b, 0, &g);
+  EXPECT_LT(fd_check(params, g, loss), 1e-5);
+}
+
+TEST(Layers, MlpGradientMatchesFiniteDifferences) {
+  MlpConfig gelu_ln;
+  gelu_ln.hidden = {6, 6};
+  gelu_ln.activation = "gelu";
+  gelu_ln.layernorm = true;
+  gelu_ln.residual = true;
+  check_mlp(gelu_ln, Task::kClassification);
+  check_mlp(gelu_ln, Task::kRegression);
+  MlpConfig relu;
+  relu.hidden = {7};
+  check_mlp(relu, Task::kClassification);
+}
+
+TEST(Layers, ResidualAndBiasBackwardAccumulate) {
+  std::vector<double> da = {1, 1}, db = {2, 2}, dout = {0.5, -0.5};
+  residual_backward(da.data(), db.data(), dout.data(), 2);
+  EXPECT_EQ(da, (std::vector<double>{1.5, 0.5}));
+  EXPECT_EQ(db, (std::vector<double>{2.5, 1.5}));
+  std::vector<double> dbias = {1, 0}, d = {1, 2, 3, 4};  // (2,2)
+  bias_backward(dbias.data(), d.data(), 2, 2);
+  EXPECT_EQ(dbias, (std::vector<double>{5, 6}));
+}
+
+}  // namespace
+}  // namespace precsim

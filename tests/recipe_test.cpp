@@ -1,0 +1,77 @@
+// Recipe presets, overrides and strict validation.
+#include <gtest/gtest.h>
+
+#include "precsim/formats/block_scaling.h"
+#include "precsim/sim/operand_quant.h"
+#include "precsim/sim/recipe.h"
+
+namespace precsim {
+namespace {
+
+std::string error_of(const nlohmann::json& j, const char* name = "fp32") {
+  try {
+    recipe_from_json(j, name);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Recipe, EveryPresetResolvesAndRoundTrips) {
+  for (const auto& n : recipe_preset_names()) {
+    const Recipe r = recipe_preset(n);
+    const nlohmann::json j = recipe_to_json(r);
+    const Recipe back = recipe_from_json(j, n);
+    EXPECT_EQ(recipe_to_json(back), j) << n;
+    for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
+      for (const OperandSpec* o : {&g->a, &g->b}) EXPECT_NO_THROW(parse_block_scaling(operand_scheme(*o, 0))) << n;
+  }
+}
+
+TEST(Recipe, PresetsSayWhatTheirNamesSay) {
+  EXPECT_EQ(recipe_preset("fp16-amp").loss_scaling.mode, LossScaleMode::kDynamic);
+  EXPECT_EQ(recipe_preset("fp16-noscale").loss_scaling.mode, LossScaleMode::kNone);
+  EXPECT_EQ(recipe_preset("fp16-amp").activation_grads.format.name, "fp16");
+  EXPECT_FALSE(recipe_preset("bf16-pure").has_master());
+  EXPECT_EQ(recipe_preset("bf16-pure-sr").update_rounding, UpdateRounding::kStochastic);
+  EXPECT_EQ(recipe_preset("bf16-pure-kahan").update_rounding, UpdateRounding::kKahan);
+  const Recipe d = recipe_preset("fp8-delayed");  // HYBRID: E4M3 forward, E5M2 gradients
+  EXPECT_EQ(d.forward.a.fmt.format.name, "float8_e4m3fn");
+  EXPECT_EQ(d.dgrad.a.fmt.format.name, "float8_e5m2");
+  EXPECT_EQ(d.wgrad.a.fmt.format.name, "float8_e5m2");
+  EXPECT_EQ(d.forward.a.scaling, Scaling::kTensorDelayed);
+  EXPECT_EQ(recipe_preset("mxfp4").forward.b.scaling, Scaling::kMx);
+  EXPECT_EQ(recipe_preset("nvfp4").wgrad.a.fmt.rounding, Rounding::kStochastic);
+  EXPECT_EQ(recipe_preset("fp8-blockwise").forward.b.scaling, Scaling::kBlock2d);
+  EXPECT_EQ(recipe_preset("fp8-blockwise").forward.a.scaling, Scaling::kRowwise);
+}
+
+TEST(Recipe, OverridesChangeOnlyTheGivenFields) {
+  const Recipe r = recipe_from_json({{"preset", "bf16-amp"}, {"weights", {{"format", "fp16"}}},
+                                     {"loss_scaling", {{"mode", "dynamic"}, {"growth_interval", 100}}}},
+                                    "mine");
+  EXPECT_EQ(r.name, "mine");
+  EXPECT_EQ(r.preset, "bf16-amp");
+  EXPECT_EQ(r.weights.format.name, "fp16");
+  EXPECT_EQ(r.activations.format.name, "bf16");
+  EXPECT_EQ(r.loss_scaling.mode, LossScaleMode::kDynamic);
+  EXPECT_EQ(r.loss_scaling.growth_interval, 100);
+  EXPECT_EQ(r.loss_scaling.init_scale, 65536.0);
+}
+
+TEST(Recipe, BadInputNamesTheKeyAndTheAllowedValues) {
+  EXPECT_NE(error_of({{"wieghts", {{"format", "bf16"}}}}).find("unknown recipe key 'wieghts'; valid keys here:"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"weights", {{"fromat", "bf16"}}}}).find("'weights.fromat'"), std::string::npos);
+  EXPECT_NE(error_of({{"weights", "bf16"}}).find("expected object"), std::string::npos);
+  EXPECT_NE(error_of({{"weights", {{"format", "bf17"}}}}).find("bf17"), std::string::npos);
+  EXPECT_NE(error_of({{"update_rounding", "up"}}).find("allowed: nearest-even, stochastic, kahan"), std::string::npos);
+  EXPECT_NE(error_of({{"loss_scaling", {{"growth_interval", 2.5}}}}).find("expected an integer"), std::string::npos);
+  EXPECT_NE(error_of({{"loss_scaling", {{"backoff_factor", 2.0}}}}).find("backoff_factor"), std::string::npos);
+  EXPECT_NE(error_of({{"preset", "fp7"}}).find("known recipes: fp32, bf16-amp"), std::string::npos);
+  EXPECT_NE(error_of({{"gemm", {{"forward", {{"a", {{"scaling", "mx"}, {"block", 0}}}}}}}}).find("block 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace precsim
