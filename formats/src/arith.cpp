@@ -58,21 +58,32 @@ struct Unpacked {
   int exp = 0;
 };
 
+// The field arithmetic is spelled out here rather than through is_nan_code/is_inf_code: this runs
+// once per operand of every operation.
 Unpacked unpack(const Format& f, uint64_t code, const QuantOptions& o) {
-  code &= f.code_mask();
-  if (f.kind == FormatKind::kInt) {
-    const bool neg = (code & f.sign_mask()) != 0;
-    const uint64_t mag = neg ? f.code_mask() + 1 - code : code;  // two's complement magnitude
-    if (mag == 0) return {};
-    return {Kind::kFinite, neg, mag, 0};
-  }
-  if (is_nan_code(f, code)) return {Kind::kNan};
-  const bool neg = (code & f.sign_mask()) != 0;
-  if (is_inf_code(f, code)) return {Kind::kInf, neg};
   const int m = f.man_bits;
-  const uint64_t mag = code & ~f.sign_mask();
+  const int mag_bits = f.exp_bits + m;
+  const uint64_t mag_mask = (uint64_t{1} << mag_bits) - 1;  // mag_bits <= 63
+  const bool neg = f.is_signed && ((code >> mag_bits) & 1);
+  const uint64_t mag = code & mag_mask;
+  if (f.kind == FormatKind::kInt) {
+    if (mag == 0 && !neg) return {};
+    return {Kind::kFinite, neg, neg ? (mag_mask + 1) - mag : mag, 0};  // two's complement
+  }
   const uint64_t field = mag >> m;
   const uint64_t mant = mag & ((uint64_t{1} << m) - 1);
+  switch (f.nonfinite) {
+    case NonFinite::kIeee:
+      if (field == mag_mask >> m) return mant ? Unpacked{Kind::kNan} : Unpacked{Kind::kInf, neg};
+      break;
+    case NonFinite::kNanOnly:
+      if (mag == mag_mask) return {Kind::kNan};
+      break;
+    case NonFinite::kFnuz:
+      if (neg && mag == 0) return {Kind::kNan};
+      break;
+    case NonFinite::kFiniteOnly: break;
+  }
   if (field == 0 && f.has_zero) {
     if (!f.subnormals || mant == 0 || o.flush_subnormals) {
       return {Kind::kZero, neg && f.has_negative_zero()};
