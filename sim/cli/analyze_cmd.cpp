@@ -66,9 +66,18 @@ nlohmann::json scheme_to_json(const BlockScaling& s) {
 nlohmann::json window_json(const BlockScaling& s) {
   const Format& f = s.element;
   const int ee = s.element_exp();
-  return {{"min_subnormal_log2", f.quantum_exp() + ee},
-          {"min_normal_log2", f.emin() + ee},
+  // min_exp / max_exp: the binades from the smallest subnormal to the largest finite value.
+  return {{"min_exp", f.quantum_exp() + ee},
+          {"min_normal_exp", f.emin() + ee},
+          {"max_exp", f.emax() + ee},
           {"max_log2", json_number(std::log2(f.max_finite()) + ee)}};
+}
+
+// [{exponent, count}, ...] in exponent order (notebooks/analyze.ipynb reads this shape).
+nlohmann::json histogram_json(const std::map<int, uint64_t>& h) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [k, c] : h) out.push_back({{"exponent", k}, {"count", c}});
+  return out;
 }
 
 Tensor from_npy(const std::string& path) {
@@ -130,8 +139,7 @@ nlohmann::json analyze_tensor(const Tensor& t, const std::vector<BlockScaling>& 
     else if (v == 0) ++zeros;
     else ++hist[std::ilogb(v)];
   }
-  nlohmann::json jh = nlohmann::json::object();
-  for (const auto& [k, c] : hist) jh[std::to_string(k)] = c;
+  const nlohmann::json jh = histogram_json(hist);
   nlohmann::json jt = {{"name", t.name},
                        {"dtype", t.dtype},
                        {"shape", t.shape},
@@ -162,8 +170,7 @@ nlohmann::json analyze_tensor(const Tensor& t, const std::vector<BlockScaling>& 
           finite ? static_cast<double>(bs.saturated) / finite : 0.0,
           s.bits_per_element(rows, cols)};
     rows_out.push_back(r);
-    nlohmann::json sh = nlohmann::json::object();
-    for (const auto& [k, c] : bs.scale_log2_histogram) sh[std::to_string(k)] = c;
+    const nlohmann::json sh = histogram_json(bs.scale_log2_histogram);
     jt["schemes"].push_back({{"scheme", s.name},
                              {"description", scheme_to_json(s)},
                              {"window", window_json(s)},
