@@ -58,7 +58,7 @@ JsonlContents read_jsonl(const std::filesystem::path& path) {
     }
     pos = nl + 1;
     if (line_no == 1) {
-      if (!j.is_object() || j.value("schema", "") != kJsonlSchema)
+      if (!j.is_object() || !j.contains("schema") || j["schema"] != std::string(kJsonlSchema))
         throw std::invalid_argument("'" + path.string() + "': the first line is not a " + std::string(kJsonlSchema) + " header");
       c.header = std::move(j);
     } else {

@@ -23,9 +23,37 @@ bool is_report_kind(std::string_view kind) {
   return true;
 }
 
+namespace {
+
+// Readers walk documents recursively; nesting deeper than any report has is refused up front
+// (a scan of the text, before the parser or any walk can exhaust the stack).
+constexpr int kMaxDepth = 256;
+
+void check_depth(std::string_view text, const std::string& source) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth)
+        throw ReportError("'" + source + "': nested deeper than " + std::to_string(kMaxDepth) + " levels; not a precsim report");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json parse_report_text(std::string_view text, const std::string& source) {
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) throw ReportError("'" + source + "': empty, not a precsim report");
+  check_depth(text, source);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
@@ -167,7 +195,7 @@ void validate_quantize(const nlohmann::json& doc, Checker& c) {
     c.one_of(cfg["options"], "config.options", "overflow", {"ieee", "saturate"});
   }
   const auto& res = doc["results"];
-  if (cfg.value("mode", "") == "values") {
+  if (cfg.contains("mode") && cfg["mode"] == "values") {
     c.require(res, "results", {"values"});
     if (!res.contains("values") || !res["values"].is_array()) return;
     for (size_t i = 0; i < res["values"].size(); ++i) {

@@ -125,16 +125,18 @@ std::string summarize_report(const nlohmann::json& doc, const SummaryOptions& o)
   const auto& tool = doc["tool"];
   out += fmt::format("{} report ({}), {}\n", doc["kind"].get<std::string>(), doc["status"].get<std::string>(),
                      doc["schema"].get<std::string>());
-  out += fmt::format("tool: {} {} commit {} ({}, {})\n", tool.value("name", "?"), tool.value("version", "?"),
-                     tool.value("commit", "?"), tool.value("build_type", "?"), tool.value("compiler", "?"));
+  auto field = [](const nlohmann::json& obj, const char* key) {
+    return obj.is_object() && obj.contains(key) ? scalar_text(obj[key]) : std::string("?");
+  };
+  out += fmt::format("tool: {} {} commit {} ({}, {})\n", field(tool, "name"), field(tool, "version"), field(tool, "commit"),
+                     field(tool, "build_type"), field(tool, "compiler"));
   const std::string recomputed = results_digest(doc["results"]);
   out += fmt::format("digest: {} ({})\n", doc["digest"].get<std::string>(),
                      doc["digest"] == recomputed ? "matches the results" : "DOES NOT MATCH the results: " + recomputed);
   if (doc.contains("environment")) {
     const auto& e = doc["environment"];
-    out += fmt::format("run: {} on {} ({}), {} threads, {} s\n", scalar_text(e.value("date", nlohmann::json("?"))),
-                       scalar_text(e.value("host", nlohmann::json("?"))), scalar_text(e.value("cpu", nlohmann::json("?"))),
-                       scalar_text(e.value("threads", nlohmann::json("?"))), scalar_text(e.value("wall_time_s", nlohmann::json("?"))));
+    out += fmt::format("run: {} on {} ({}), {} threads, {} s\n", field(e, "date"), field(e, "host"), field(e, "cpu"),
+                       field(e, "threads"), field(e, "wall_time_s"));
   }
   for (const char* section : {"config", "seeds"}) {
     out += std::string(section) + (doc[section].empty() ? ": (none)\n" : "\n");
