@@ -4,6 +4,7 @@
 //   quantize_bench [--benchmark_filter=e4m3] [benchmark flags]
 // Names: quantize/<format>/<rounding>/<data>/threads:<n>, memcpy/threads:<n>, and
 // quantize_target/<target>/... for each compiled Highway target (one thread, e4m3 nearest-even).
+// Figures assume the default floating-point environment (no FTZ/DAZ), as the kernel does.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -49,7 +49,7 @@ void quantize_reference(const Format& f, std::span<const float> in, std::span<fl
 bool quantize_is_vectorised(const Format& f, const QuantOptions& opts = {});
 
 // The Highway targets of the float32 kernel compiled into this build that this CPU supports, best
-// first ("AVX3", "AVX2", "SSE4", "SSSE3", "EMU128"); quantize() uses the first unless forced.
+// first (on x86: "AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"); quantize() uses the first unless forced.
 std::vector<std::string> quantize_simd_targets();
 // The target quantize() uses now.
 std::string quantize_simd_target();
