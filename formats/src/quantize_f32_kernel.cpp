@@ -6,7 +6,9 @@
 // (lsb weight 2^(max(E,1)-150)). d = bits of S below the format's quantum; kept = S >> d is rounded
 // by the mode with the dropped bits aligned to the top of a word (frac), and the result is rebuilt
 // exactly as bits: (max(E,1)-1) << 23 plus kept << d, which carries into the exponent by itself.
-// Rare lanes (overflow, Inf, NaN, invalid) are fixed up only in vectors that contain one.
+// Rare lanes (Inf, NaN, invalid) are fixed up only in vectors that contain one. Two fast paths use
+// exact float additions, multiplications and conversions, so they assume the default
+// floating-point environment (no FTZ/DAZ), as the scalar path's float-to-double conversion does.
 
 // Highway re-includes this file once per target; the path is relative to formats/include, the
 // include directory this library already has.
