@@ -9,11 +9,11 @@ namespace precsim::cli {
 // The demo's configuration; tests/demo_test.cpp holds each effect it shows above a threshold.
 extern const char* const kDemoConfig;
 const char* const kDemoConfig = R"({
-  "steps": 400, "batch": 64, "seed": 1, "shadow_every": 20,
+  "steps": 300, "batch": 128, "seed": 1, "shadow_every": 20,
   "data": {"kind": "gaussian-mixture", "features": 32, "classes": 10, "train_size": 4096,
-           "heldout_size": 1024, "separation": 0.6, "noise": 1.0},
+           "heldout_size": 1024, "separation": 1.0, "noise": 1.0},
   "model": {"hidden": [64, 64], "activation": "relu"},
-  "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9},
+  "optimizer": {"kind": "sgd", "lr": 0.01, "momentum": 0.9},
   "recipes": ["fp32", "bf16-amp", "fp16-noscale", "fp16-amp", "bf16-pure", "bf16-pure-sr",
               "fp8-delayed", "mxfp8", "mxfp4"]
 })";
