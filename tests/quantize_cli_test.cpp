@@ -88,7 +88,9 @@ TEST_F(QuantizeCli, FormatsJsonListsEveryPreset) {
       EXPECT_EQ(row.at("min_subnormal"), 0x1p-9);
       EXPECT_EQ(row.at("finite_values"), 253);
     }
-    if (row.at("name") == "float4_e2m1fn") EXPECT_EQ(row.at("max_finite"), 6.0);
+    if (row.at("name") == "float4_e2m1fn") {
+      EXPECT_EQ(row.at("max_finite"), 6.0);
+    }
   }
   const CliResult table = run("formats");
   EXPECT_EQ(table.rc, 0);
@@ -162,9 +164,12 @@ TEST_F(QuantizeCli, NpyArraysInValuesAndCodesOut) {
   const float want32[] = {1.0f, 448.0f, NAN, 0.001953125f, 3.25f, -0.0f, 0.0f, 256.0f};
   for (size_t i = 0; i < xf.size(); ++i) {
     const float g = q.as<float>()[i];
-    if (std::isnan(want32[i])) EXPECT_TRUE(std::isnan(g)) << i;
-    else EXPECT_EQ(g, want32[i]) << i;
-    if (!std::isnan(want32[i])) EXPECT_EQ(std::signbit(g), std::signbit(want32[i])) << i;
+    if (std::isnan(want32[i])) {
+      EXPECT_TRUE(std::isnan(g)) << i;
+    } else {
+      EXPECT_EQ(g, want32[i]) << i;
+      EXPECT_EQ(std::signbit(g), std::signbit(want32[i])) << i;
+    }
   }
   EXPECT_NE(r.out.find("8 elements"), std::string::npos) << r.out;
 

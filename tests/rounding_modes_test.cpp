@@ -43,10 +43,14 @@ void check(const Case& c) {
                                     << " in=" << std::hexfloat << c.in << " code=0x" << std::hex << r.code);
   if (std::isnan(c.want)) {
     EXPECT_TRUE(is_nan_code(f, r.code)) << got;
-    if (f.has_negative_zero()) EXPECT_EQ((r.code & f.sign_mask()) != 0, c.want_negative);
+    if (f.has_negative_zero()) {
+      EXPECT_EQ((r.code & f.sign_mask()) != 0, c.want_negative);
+    }
   } else {
     EXPECT_EQ(got, c.want);
-    if (f.has_negative_zero()) EXPECT_EQ(std::signbit(got), c.want_negative);
+    if (f.has_negative_zero()) {
+      EXPECT_EQ(std::signbit(got), c.want_negative);
+    }
   }
 }
 

@@ -140,7 +140,9 @@ TEST(StochasticRounding, MeanIsUnbiasedWithManyBitsAndBiasedDownByAtMostTwoToMin
       const double expected = lo + (hi - lo) * p;
       const double sd = g * std::sqrt(p * (1 - p) / kN);
       EXPECT_NEAR(mean, expected, 6 * sd + 1e-300) << "x=" << x << " k=" << k;
-      if (k == 32) EXPECT_NEAR(mean, x, 6 * g * 0.5 / std::sqrt(double(kN))) << "x=" << x;
+      if (k == 32) {
+        EXPECT_NEAR(mean, x, 6 * g * 0.5 / std::sqrt(double(kN))) << "x=" << x;
+      }
     }
   }
 }
