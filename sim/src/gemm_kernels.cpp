@@ -4,48 +4,78 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
+
+// Run-time dispatch by GCC function multiversioning: each clone computes the same IEEE float
+// operations (no contraction: -ffp-contract=off) or the same integer operations, so every target
+// gives the same bits; only the vector width differs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PRECSIM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PRECSIM_CLONES
+#endif
 
 namespace precsim::detail {
 namespace {
 
-constexpr int64_t kColTile = 256;  // accumulators of one row tile stay in L1
+constexpr int64_t kMr = 4;    // rows per micro-tile
+constexpr int64_t kNr = 16;   // columns per micro-tile: accumulators vectorised over N
+constexpr int64_t kMb = 64;   // rows per thread task
 
-// Copies the K x (j1 - j0) panel of op(B) to a contiguous row-major buffer.
-void pack_panel(const KernelArgs& x, int64_t j0, int64_t j1, std::vector<float>& panel) {
-  const int64_t w = j1 - j0;
-  panel.resize(static_cast<size_t>(x.k * w));
-  for (int64_t p = 0; p < x.k; ++p)
-    for (int64_t j = 0; j < w; ++j) panel[p * w + j] = x.b[p * x.b_ks + (j0 + j) * x.b_cs];
+// op(B) in panels of kNr columns: panel t holds B(p, t*kNr + j) at [t][p][j], zero-padded.
+std::vector<float> pack_b(const KernelArgs& x) {
+  const int64_t panels = (x.n + kNr - 1) / kNr;
+  std::vector<float> pb(static_cast<size_t>(panels * x.k * kNr), 0.0f);
+#pragma omp parallel for schedule(static) num_threads(x.threads)
+  for (int64_t t = 0; t < panels; ++t)
+    for (int64_t p = 0; p < x.k; ++p)
+      for (int64_t j = 0; j < kNr && t * kNr + j < x.n; ++j)
+        pb[(t * x.k + p) * kNr + j] = x.b[p * x.b_ks + (t * kNr + j) * x.b_cs];
+  return pb;
 }
 
-template <class T, bool Fma>
-void seq_gemm(const KernelArgs& x, double* acc) {
-  const int64_t tiles = (x.n + kColTile - 1) / kColTile;
+// acc[r][j] = sum over p in order of a[p][r] * b[p][j]: each output's K order is sequential.
+template <bool Fma>
+PRECSIM_CLONES void micro_f32(int64_t k, const float* __restrict a, const float* __restrict b, float* __restrict out) {
+  float acc[kMr][kNr] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const float* bp = b + p * kNr;
+    for (int64_t r = 0; r < kMr; ++r) {
+      const float av = a[p * kMr + r];
+      for (int64_t j = 0; j < kNr; ++j) {
+        if constexpr (Fma) acc[r][j] = std::fma(av, bp[j], acc[r][j]);
+        else acc[r][j] = acc[r][j] + av * bp[j];
+      }
+    }
+  }
+  for (int64_t r = 0; r < kMr; ++r)
+    for (int64_t j = 0; j < kNr; ++j) out[r * kNr + j] = acc[r][j];
+}
+
+template <bool Fma>
+void seq_f32(const KernelArgs& x, double* acc) {
+  const std::vector<float> pb = pack_b(x);
+  const int64_t panels = (x.n + kNr - 1) / kNr;
+  const int64_t blocks = (x.m + kMb - 1) / kMb;
 #pragma omp parallel num_threads(x.threads)
   {
-    std::vector<float> panel;
-    std::vector<T> row(kColTile);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t j0 = t * kColTile, j1 = std::min(x.n, j0 + kColTile), w = j1 - j0;
-      pack_panel(x, j0, j1, panel);
-      for (int64_t i = 0; i < x.m; ++i) {
-        std::fill(row.begin(), row.end(), T(0));
-        const float* ar = x.a + i * x.a_rs;
-        for (int64_t p = 0; p < x.k; ++p) {
-          const T av = ar[p * x.a_ks];
-          const float* bp = panel.data() + p * w;
-          for (int64_t j = 0; j < w; ++j) {
-            if constexpr (Fma) {
-              row[j] = std::fma(av, static_cast<T>(bp[j]), row[j]);
-            } else {
-              row[j] = row[j] + av * static_cast<T>(bp[j]);
-            }
-          }
+    std::vector<float> pa(static_cast<size_t>(x.k * kMr));
+    float out[kMr * kNr];
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int64_t i0 = blk * kMb; i0 < std::min(x.m, (blk + 1) * kMb); i0 += kMr) {
+        // Rows i0..i0+3 of op(A), interleaved by k; missing rows are zero.
+        for (int64_t p = 0; p < x.k; ++p)
+          for (int64_t r = 0; r < kMr; ++r)
+            pa[p * kMr + r] = i0 + r < x.m ? x.a[(i0 + r) * x.a_rs + p * x.a_ks] : 0.0f;
+        for (int64_t t = 0; t < panels; ++t) {
+          if (Fma) micro_f32<true>(x.k, pa.data(), pb.data() + t * x.k * kNr, out);
+          else micro_f32<false>(x.k, pa.data(), pb.data() + t * x.k * kNr, out);
+          for (int64_t r = 0; r < kMr && i0 + r < x.m; ++r)
+            for (int64_t j = 0; j < kNr && t * kNr + j < x.n; ++j) acc[(i0 + r) * x.n + t * kNr + j] = out[r * kNr + j];
         }
-        for (int64_t j = 0; j < w; ++j) acc[i * x.n + j0 + j] = row[j];
       }
     }
   }
@@ -54,11 +84,21 @@ void seq_gemm(const KernelArgs& x, double* acc) {
 }  // namespace
 
 void seq_f32_gemm(const KernelArgs& x, bool fma, double* acc) {
-  if (fma) seq_gemm<float, true>(x, acc);
-  else seq_gemm<float, false>(x, acc);
+  if (fma) seq_f32<true>(x, acc);
+  else seq_f32<false>(x, acc);
 }
 
-void seq_f64_gemm(const KernelArgs& x, double* acc) { seq_gemm<double, false>(x, acc); }
+void seq_f64_gemm(const KernelArgs& x, double* acc) {
+#pragma omp parallel for schedule(static) num_threads(x.threads)
+  for (int64_t i = 0; i < x.m; ++i) {
+    std::vector<double> row(static_cast<size_t>(x.n), 0.0);
+    for (int64_t p = 0; p < x.k; ++p) {
+      const double av = x.a[i * x.a_rs + p * x.a_ks];
+      for (int64_t j = 0; j < x.n; ++j) row[j] = row[j] + av * static_cast<double>(x.b[p * x.b_ks + j * x.b_cs]);
+    }
+    std::copy(row.begin(), row.end(), acc + i * x.n);
+  }
+}
 
 void eigen_gemm(const KernelArgs& x, double* acc) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

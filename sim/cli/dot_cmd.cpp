@@ -1,0 +1,147 @@
+// precsim dot: one dot product c + sum a_i b_i through an accumulation model, against the exact
+// sum. The tool for reproducing published Tensor Core probes.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "cli_common.h"
+#include "precsim/formats/rounding.h"
+#include "precsim/sim/accum_model.h"
+#include "precsim/sim/exact_dot.h"
+#include "precsim/sim/gemm.h"
+#include "quant_args.h"
+
+namespace precsim::cli {
+namespace {
+
+struct Args {
+  std::string model;
+  std::vector<std::string> a, b;
+  std::string c = "0";
+  std::string input_format, output_format;
+  OutputOptions out;
+};
+
+AccumModel parse_model_arg(const std::string& spec) {
+  try {
+    return parse_accum_model(spec);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+}
+
+// Values given as text, each a value of f that a float holds.
+std::vector<float> parse_values(const char* option, const std::vector<std::string>& text, const Format& f) {
+  std::vector<float> v;
+  for (size_t i = 0; i < text.size(); ++i) {
+    double x;
+    try {
+      x = parse_real(text[i]);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("{} element {}: {}", option, i, e.what()));
+    }
+    const double q = round_to(f, x);
+    if (!(q == x || (std::isnan(q) && std::isnan(x))) || static_cast<double>(static_cast<float>(x)) != x)
+      throw UsageError(fmt::format("{} element {} '{}' is not a value of {} (nearest: {})", option, i, text[i], f.name,
+                                   hex_float(q)));
+    v.push_back(static_cast<float>(x));
+  }
+  return v;
+}
+
+void run(const Args& args) {
+  AccumModel model = parse_model_arg(args.model);
+  if (!args.output_format.empty()) {
+    const Format of = parse_format_arg("--output-format", args.output_format);
+    model = parse_model_arg(to_spec(model) + ":acc=" + of.name);
+    model.name = args.model + " with --output-format " + of.name;
+  }
+  if (model.kind == AccumKind::kUnordered)
+    throw UsageError("--model unordered has no defined summation order; `precsim dot` needs an ordered model");
+  const std::string in_name = !args.input_format.empty() ? args.input_format
+                              : model.kind == AccumKind::kBlockFma ? "fp16" : "fp32";
+  const Format in = parse_format_arg("--input-format", in_name);
+  check_output(args.out);
+  if (args.a.size() != args.b.size())
+    throw UsageError(fmt::format("--a has {} values but --b has {}; a dot product needs equal lengths", args.a.size(),
+                                 args.b.size()));
+  const std::vector<float> a = parse_values("--a", args.a, in), b = parse_values("--b", args.b, in);
+  double c;
+  try {
+    c = parse_real(args.c);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--c: ") + e.what());
+  }
+  if (!(round_to(model.acc, c) == c || std::isnan(c)))
+    throw UsageError(fmt::format("--c '{}' is not a value of the accumulator format {} (nearest: {})", args.c,
+                                 model.acc.name, hex_float(round_to(model.acc, c))));
+
+  uint32_t status = 0;
+  double result;
+  try {
+    result = accum_dot(model, a, b, c, in, in, &status);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  LongAccumulator acc;
+  acc.add(c);
+  for (size_t i = 0; i < a.size(); ++i) acc.add_product(a[i], b[i]);
+  const Format fp64 = format_by_name("fp64");
+  const Rounded ex = acc.round(fp64);
+  const double exact = decode(fp64, ex.code);
+  const Rounded ex_acc = acc.round(model.acc);
+  const double exact_acc = decode(model.acc, ex_acc.code);
+  const double abs_err = std::fabs(result - exact);
+  const double rel_err = exact != 0 ? abs_err / std::fabs(exact) : (result == 0 ? 0.0 : INFINITY);
+  const uint64_t cr = encode(model.acc, result).code, ce = ex_acc.code;
+  const bool finite = std::isfinite(result) && std::isfinite(exact_acc);
+  const int64_t ulps = finite ? ordinal(model.acc, cr) - ordinal(model.acc, ce) : 0;
+
+  Report r("dot");
+  nlohmann::json av = nlohmann::json::array(), bv = nlohmann::json::array();
+  for (size_t i = 0; i < a.size(); ++i) {
+    av.push_back(hex_float(a[i]));
+    bv.push_back(hex_float(b[i]));
+  }
+  r.config() = {{"model", to_json(model)}, {"input_format", format_to_json(in)},
+                {"accumulator_format", format_to_json(model.acc)}, {"a", av}, {"b", bv}, {"c", hex_float(c)}};
+  r.seeds() = nlohmann::json::object();
+  r.results() = {{"result", json_number(result)},
+                 {"result_hex", hex_float(result)},
+                 {"exact", json_number(exact)},
+                 {"exact_hex", hex_float(exact)},
+                 {"exact_fits_fp64", (ex.status & kInexact) == 0},
+                 {"exact_rounded_to_accumulator", json_number(exact_acc)},
+                 {"abs_error", json_number(abs_err)},
+                 {"rel_error", json_number(rel_err)},
+                 {"ulp_error", ulps},
+                 {"status", status_to_string(status)}};
+  if (!args.out.json) {
+    std::cout << fmt::format("model     {} ({})\n", model.name, to_spec(model));
+    std::cout << fmt::format("inputs    {} x {}, accumulator {}\n", a.size(), in.name, model.acc.name);
+    std::cout << fmt::format("exact     {:<24} {:.17g}{}\n", hex_float(exact), exact,
+                             (ex.status & kInexact) ? " (rounded to fp64)" : "");
+    std::cout << fmt::format("result    {:<24} {:.17g}\n", hex_float(result), result);
+    std::cout << fmt::format("error     abs {:.6g}  rel {:.6g}  {} ulp of {} from the correctly rounded {}\n", abs_err,
+                             rel_err, ulps, model.acc.name, hex_float(exact_acc));
+  }
+  finish_report(r, args.out);
+}
+
+const Registrar reg(40, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("dot", "one dot product c + sum a_i*b_i through an accumulation model, against the exact sum");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--model", a->model, "preset (" + known_accum_model_names() + ") or a spec such as "
+                  "block:n=8:F=24 (grammar in sim/include/precsim/sim/accum_model.h)")->required();
+  cmd->add_option("--a", a->a, "a0,a1,... in decimal or C99 hex-float (0x1.8p-24)")->required()->delimiter(',');
+  cmd->add_option("--b", a->b, "b0,b1,...")->required()->delimiter(',');
+  cmd->add_option("--c", a->c, "the accumulator's initial value, a value of the accumulator format (default 0)");
+  cmd->add_option("--input-format", a->input_format, "format of a and b (default fp16 for block models, else fp32)");
+  cmd->add_option("--output-format", a->output_format, "accumulator (output) format; same as adding :acc=F to the spec");
+  add_output_options(cmd, a->out);
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace precsim::cli
