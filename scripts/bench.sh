@@ -31,12 +31,14 @@ for src in bench/*_bench.cpp; do
     echo "bench: $name does not build (see $out/$name.build.log); skipped" >&2
     continue
   fi
-  if [ ! -x "$build/$name" ]; then
-    echo "bench: $build/$name not found; skipped" >&2
+  exe="$build/bench/$name"
+  [ -x "$exe" ] || exe="$build/$name"
+  if [ ! -x "$exe" ]; then
+    echo "bench: $build/bench/$name not found; skipped" >&2
     continue
   fi
   echo "bench: running $name ($reps repetitions)" >&2
-  "$build/$name" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+  "$exe" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json >/dev/null
   ran+=("$name")
 done
