@@ -1,0 +1,63 @@
+// `precsim dot` end to end: the published guard-bit probe through the CLI, the JSON report, and
+// every bad input exiting 2 with a message naming the value.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int rc;
+  std::string out;
+};
+
+CliRun run(const std::string& args) {
+  const std::string cmd = std::string(PRECSIM_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(DotCli, GuardBitProbeInJson) {
+  // c = 1, two products of 2^-24: one extra alignment bit keeps them (A100), none drops them (V100).
+  const std::string probe = "--a 0x1p-12,0x1p-12 --b 0x1p-12,0x1p-12 --c 1 --json";
+  const CliRun a100 = run("dot --model a100 " + probe);
+  ASSERT_EQ(a100.rc, 0) << a100.out;
+  const auto j = nlohmann::json::parse(a100.out);
+  EXPECT_EQ(j["kind"], "dot");
+  EXPECT_EQ(j["results"]["result"].get<double>(), 1.0 + 0x1p-23);
+  EXPECT_EQ(j["results"]["exact"].get<double>(), 1.0 + 0x1p-23);
+  EXPECT_EQ(j["config"]["model"]["calibrated"], false);
+  const CliRun v100 = run("dot --model v100 " + probe);
+  ASSERT_EQ(v100.rc, 0) << v100.out;
+  EXPECT_EQ(nlohmann::json::parse(v100.out)["results"]["result"].get<double>(), 1.0);
+}
+
+TEST(DotCli, BadInputExitsTwoNamingTheValue) {
+  const CliRun len = run("dot --model a100 --a 1,2 --b 1");
+  EXPECT_EQ(len.rc, 2);
+  EXPECT_NE(len.out.find("--a has 2 values but --b has 1"), std::string::npos) << len.out;
+  const CliRun rep = run("dot --model a100 --a 0.1 --b 1");
+  EXPECT_EQ(rep.rc, 2);
+  EXPECT_NE(rep.out.find("'0.1' is not a value of fp16"), std::string::npos) << rep.out;
+  const CliRun c = run("dot --model a100 --a 1 --b 1 --c 0.1");
+  EXPECT_EQ(c.rc, 2);
+  EXPECT_NE(c.out.find("--c '0.1'"), std::string::npos) << c.out;
+  const CliRun unknown = run("dot --model h900 --a 1 --b 1");
+  EXPECT_EQ(unknown.rc, 2);
+  EXPECT_NE(unknown.out.find("h100-fp8-promote"), std::string::npos) << unknown.out;  // lists presets
+  const CliRun spec = run("dot --model block:n=x --a 1 --b 1");
+  EXPECT_EQ(spec.rc, 2);
+  EXPECT_NE(spec.out.find("n=x"), std::string::npos) << spec.out;
+  const CliRun num = run("dot --model a100 --a abc --b 1");
+  EXPECT_EQ(num.rc, 2);
+  EXPECT_NE(num.out.find("abc"), std::string::npos) << num.out;
+}
+
+}  // namespace
