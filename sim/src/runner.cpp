@@ -305,7 +305,7 @@ const char* const kAggregated[] = {"final_loss",         "heldout_loss",       "
                                    "local_grad_rel_err", "local_grad_cosine",  "local_update_rel_err",
                                    "local_weight_grad_underflow", "weight_distance", "chaos_floor",
                                    "drift_over_chaos_floor", "underflow_fraction", "stagnation_fraction",
-                                   "skipped_steps"};
+                                   "skipped_steps",      "final_loss_scale"};
 
 }  // namespace
 

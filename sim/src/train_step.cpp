@@ -116,6 +116,8 @@ struct Trainer<T>::Impl {
     args.k = k;
     args.trans_a = trans_a;
     args.trans_b = trans_b;
+    // Small products run on one thread: forking costs more than it saves (results never depend on it).
+    if (int64_t(m) * n * k < (int64_t{1} << 18)) args.threads = 1;
     if constexpr (std::is_same_v<T, double>) {
       gemm_f64(args, a, b, c);
     } else {
