@@ -8,7 +8,7 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/allreduce.h"
-#include "precsim/sim/exact_sum.h"
+#include "precsim/sim/exact_dot.h"
 #include "precsim/sim/random.h"
 
 namespace precsim {
@@ -29,7 +29,7 @@ std::vector<std::vector<float>> gradients(int w, size_t n, uint64_t seed, const 
 double mean_bias(const std::vector<std::vector<float>>& g, const std::vector<float>& got, double factor) {
   double acc = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    ExactSum s;
+    LongAccumulator s;
     for (const auto& r : g) s.add(r[i]);
     acc += got[i] / (s.to_double() * factor) - 1.0;
   }
@@ -44,7 +44,7 @@ std::vector<std::span<const float>> spans(const std::vector<std::vector<float>>&
 double rel_err_norm(const std::vector<std::vector<float>>& g, const std::vector<float>& got, double factor) {
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    ExactSum s;
+    LongAccumulator s;
     for (const auto& r : g) s.add(r[i]);
     const double exact = s.to_double() * factor;
     num += (got[i] - exact) * (got[i] - exact);
@@ -76,7 +76,7 @@ TEST(AllReduce, RingSumsEachChunkInNcclOrder) {
   EXPECT_EQ(tree.reduced, (std::vector<float>{1.0f, 1.0f, 1.0f}));
 }
 
-TEST(AllReduce, Fp64BufferIsTheExactSumRoundedPerHop) {
+TEST(AllReduce, Fp64BufferIsTheLongAccumulatorRoundedPerHop) {
   const auto g = gradients(8, 4096, 1);
   const auto r = allreduce(spans(g), config(8, AllReduceAlgorithm::kRing, "fp64"));
   EXPECT_LT(rel_err_norm(g, r.reduced, 1.0), 1e-7);  // only the final FP32 cast
@@ -94,7 +94,9 @@ TEST(AllReduce, Bf16RingErrorGrowsWithWorkersAndFp32AccumulationRemovesMostOfIt)
     EXPECT_TRUE(ring.ranks_identical);
     EXPECT_GT(e_ring, prev) << "W=" << w;
     // FP32 accumulation leaves one bf16 rounding of the result.
-    if (w > 2) EXPECT_LT(e_acc, 0.5 * e_ring) << "W=" << w;
+    if (w > 2) {
+      EXPECT_LT(e_acc, 0.5 * e_ring) << "W=" << w;
+    }
     EXPECT_LT(e_acc, 0.003);
     prev = e_ring;
   }

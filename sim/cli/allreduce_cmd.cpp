@@ -7,7 +7,7 @@
 
 #include "cli_common.h"
 #include "precsim/sim/allreduce.h"
-#include "precsim/sim/exact_sum.h"
+#include "precsim/sim/exact_dot.h"
 #include "precsim/sim/random.h"
 #include "quant_args.h"
 
@@ -86,7 +86,7 @@ void run(const Args& a) {
     // The exact average, per element, for every configuration of this worker count.
     std::vector<double> exact(a.elements);
     for (size_t i = 0; i < a.elements; ++i) {
-      ExactSum s;
+      LongAccumulator s;
       for (int p = 0; p < w; ++p) s.add(g[p][i]);
       exact[i] = s.to_double() / (avg == AverageMode::kSum ? 1.0 : w);
     }
