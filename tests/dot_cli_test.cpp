@@ -2,6 +2,8 @@
 // every bad input exiting 2 with a message naming the value.
 #include <gtest/gtest.h>
 
+#include "../support/cli_run.h"
+
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,20 +11,8 @@
 
 namespace {
 
-struct CliRun {
-  int rc;
-  std::string out;
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(PRECSIM_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using precsim::test_support::CliRun;
+CliRun run(const std::string& args) { return precsim::test_support::run_precsim(args); }
 
 TEST(DotCli, GuardBitProbeInJson) {
   // c = 1, two products of 2^-24: one extra alignment bit keeps them (A100), none drops them (V100).

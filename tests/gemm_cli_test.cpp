@@ -8,23 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "../support/cli_run.h"
 #include "precsim/reports/npy.h"
 
 namespace {
 
-struct CliRun {
-  int rc;
-  std::string out;
-};
-
+using precsim::test_support::CliRun;
 CliRun run(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string(PRECSIM_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
+  return precsim::test_support::run_precsim(args, with_stderr);
 }
 
 CliRun run_err(const std::string& args) { return run(args, true); }

@@ -10,26 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/cli_run.h"
 #include "precsim/reports/npy.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(PRECSIM_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using precsim::test_support::CliRun;
+CliRun run(const std::string& args) { return precsim::test_support::run_precsim(args); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -46,9 +35,9 @@ class ReportCli : public ::testing::Test {
     std::vector<float> x(20000);
     for (float& v : x) v = nd(gen) * 1e-3f;
     precsim::write_npy(dir_ / "x.npy", "<f4", {x.size()}, x.data(), x.size() * 4);
-    ASSERT_EQ(run("quantize -f e4m3 1.3 0x1p-10 1e9 --deterministic --out " + p("q.json")).code, 0);
-    ASSERT_EQ(run("quantize -f e4m3 1.3 0x1p-9 1e9 --deterministic --out " + p("q2.json")).code, 0);
-    ASSERT_EQ(run("formats --deterministic --out " + p("f.json")).code, 0);
+    ASSERT_EQ(run("quantize -f e4m3 1.3 0x1p-10 1e9 --deterministic --out " + p("q.json")).rc, 0);
+    ASSERT_EQ(run("quantize -f e4m3 1.3 0x1p-9 1e9 --deterministic --out " + p("q2.json")).rc, 0);
+    ASSERT_EQ(run("formats --deterministic --out " + p("f.json")).rc, 0);
     const std::string q = slurp(dir_ / "q.json");
     std::ofstream(dir_ / "truncated.json") << q.substr(0, q.size() / 2);
     std::ofstream(dir_ / "garbage.json") << "this is not json";
@@ -69,38 +58,38 @@ fs::path ReportCli::dir_;
 
 TEST_F(ReportCli, DeterministicReportsAreByteIdenticalAndThreadCountDoesNotChangeTheDigest) {
   const std::string args = "quantize -f bf16 --rounding stochastic --seed 9 --sr-bits 16 --input " + p("x.npy") + " --deterministic --out ";
-  ASSERT_EQ(run("--threads 1 " + args + p("t1.json")).code, 0);
-  ASSERT_EQ(run("--threads 1 " + args + p("t1b.json")).code, 0);
-  ASSERT_EQ(run("--threads 2 " + args + p("t2.json")).code, 0);
+  ASSERT_EQ(run("--threads 1 " + args + p("t1.json")).rc, 0);
+  ASSERT_EQ(run("--threads 1 " + args + p("t1b.json")).rc, 0);
+  ASSERT_EQ(run("--threads 2 " + args + p("t2.json")).rc, 0);
   EXPECT_EQ(slurp(dir_ / "t1.json"), slurp(dir_ / "t1b.json"));
   const auto a = nlohmann::json::parse(slurp(dir_ / "t1.json")), b = nlohmann::json::parse(slurp(dir_ / "t2.json"));
   EXPECT_EQ(a["digest"], b["digest"]);
   EXPECT_GT(a["results"]["stats"]["inexact"].get<int>(), 0);
-  EXPECT_EQ(run("report check --baseline " + p("t1.json") + " " + p("t2.json")).code, 0);
+  EXPECT_EQ(run("report check --baseline " + p("t1.json") + " " + p("t2.json")).rc, 0);
 }
 
 TEST_F(ReportCli, CheckPassesAgainstItselfAndNamesAPerturbedMetric) {
   auto r = run("report check --baseline " + p("q.json") + " " + p("q.json"));
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("PASS"), std::string::npos);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos);
   r = run("report check --baseline " + p("q.json") + " " + p("q2.json"));
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("FAIL results.values.1.input_hex: \"0x1p-9\" vs baseline \"0x1p-10\""), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL results.values.1.input_hex: \"0x1p-9\" vs baseline \"0x1p-10\""), std::string::npos) << r.out;
   r = run("report check --baseline " + p("q.json") + " " + p("edited.json"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("FAIL digest"), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("FAIL digest"), std::string::npos) << r.out;
 }
 
 TEST_F(ReportCli, CheckRefusesAnotherKindAndBadRules) {
   auto r = run("report check --baseline " + p("f.json") + " " + p("q.json"));
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("baseline is a formats report, the run a quantize report"), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.out.find("baseline is a formats report, the run a quantize report"), std::string::npos) << r.out;
   std::ofstream(dir_ / "rules.json") << R"({"rules": [{"path": "results.**", "mode": "sloppy"}]})";
   r = run("report check --rules " + p("rules.json") + " --baseline " + p("q.json") + " " + p("q.json"));
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("rules[0].mode: 'sloppy' is not one of"), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.out.find("rules[0].mode: 'sloppy' is not one of"), std::string::npos) << r.out;
   std::ofstream(dir_ / "rules2.json") << R"({"rules": [{"path": "results.values.*.*", "mode": "ignore"}]})";
-  EXPECT_EQ(run("report check --rules " + p("rules2.json") + " --baseline " + p("q.json") + " " + p("q2.json")).code, 0);
+  EXPECT_EQ(run("report check --rules " + p("rules2.json") + " --baseline " + p("q.json") + " " + p("q2.json")).rc, 0);
 }
 
 TEST_F(ReportCli, EverySubcommandGivesAClearErrorOnBadFiles) {
@@ -118,28 +107,28 @@ TEST_F(ReportCli, EverySubcommandGivesAClearErrorOnBadFiles) {
       c.replace(c.find("{}"), 2, p(file));
       const CliRun r = run(c);
       SCOPED_TRACE(c);
-      EXPECT_EQ(r.code, 2) << r.output;
-      EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
-      EXPECT_NE(r.output.find(file), std::string::npos) << r.output;
+      EXPECT_EQ(r.rc, 2) << r.out;
+      EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find(file), std::string::npos) << r.out;
     }
   }
 }
 
 TEST_F(ReportCli, ValidateSummaryDiffExport) {
   auto r = run("report validate " + p("q.json") + " " + p("f.json"));
-  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.rc, 0) << r.out;
   r = run("report validate " + p("edited.json"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("digest: stored"), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("digest: stored"), std::string::npos) << r.out;
   r = run("report summary " + p("q.json"));
-  EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.output.find("0x1p-10"), std::string::npos) << r.output;
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("0x1p-10"), std::string::npos) << r.out;
   r = run("report diff " + p("q.json") + " " + p("q2.json"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("results.values.1.input_hex: 0x1p-10 -> 0x1p-9"), std::string::npos) << r.output;
-  EXPECT_EQ(run("report diff " + p("q.json") + " " + p("q.json")).code, 0);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("results.values.1.input_hex: 0x1p-10 -> 0x1p-9"), std::string::npos) << r.out;
+  EXPECT_EQ(run("report diff " + p("q.json") + " " + p("q.json")).rc, 0);
   r = run("report export --csv " + p("csv_out") + " " + p("f.json"));
-  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.rc, 0) << r.out;
   const std::string formats_csv = slurp(dir_ / "csv_out" / "formats.csv");
   EXPECT_NE(formats_csv.find("float8_e4m3fn"), std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "../support/cli_run.h"
 #include "precsim/reports/npy.h"
 #include "precsim/reports/report.h"
 #include "precsim/sim/runner.h"
@@ -98,19 +99,8 @@ TEST(Train, DynamicScalingSkipsOverflowingStepsAndBacksOff) {
 
 // ---- the command line ----
 
-struct Cmd {
-  int code;
-  std::string out;
-};
-Cmd run_cli(const std::string& args) {
-  const std::string cmd = std::string(PRECSIM_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using Cmd = test_support::CliRun;
+Cmd run_cli(const std::string& args) { return test_support::run_precsim(args); }
 
 std::filesystem::path tmp(const std::string& name) {
   const auto d = std::filesystem::temp_directory_path() / "precsim_train_test";
@@ -131,8 +121,8 @@ TEST(TrainCli, DeterministicReportIsByteIdenticalAtOneAndTwoThreads) {
   const std::string cfg = write_config(c, "det.json");
   const Cmd a = run_cli("train --config " + cfg + " --json --deterministic --threads 1");
   const Cmd b = run_cli("train --config " + cfg + " --json --deterministic --threads 2");
-  ASSERT_EQ(a.code, 0) << a.out;
-  ASSERT_EQ(b.code, 0) << b.out;
+  ASSERT_EQ(a.rc, 0) << a.out;
+  ASSERT_EQ(b.rc, 0) << b.out;
   // stderr (progress) is merged in; compare the JSON document only.
   const auto doc = [](const std::string& s) { return s.substr(s.find('{')); };
   EXPECT_EQ(doc(a.out), doc(b.out));
@@ -145,7 +135,7 @@ TEST(TrainCli, DeterministicReportIsByteIdenticalAtOneAndTwoThreads) {
 TEST(TrainCli, BadInputFailsFastWithExitCode2AndSaysWhy) {
   const std::string good = write_config(small_config(), "good.json");
   auto expect_error = [](const Cmd& c, const std::string& needle) {
-    EXPECT_EQ(c.code, 2) << c.out;
+    EXPECT_EQ(c.rc, 2) << c.out;
     EXPECT_NE(c.out.find(needle), std::string::npos) << c.out;
   };
   expect_error(run_cli("train --recipes fp32,bf17-amp --steps 1"), "unknown recipe 'bf17-amp'; known recipes: fp32");

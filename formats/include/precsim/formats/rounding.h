@@ -10,7 +10,10 @@
 namespace precsim {
 
 // An exact non-negative magnitude (sig + s) * 2^exp with 0 <= s < 1, where s is non-zero exactly
-// when `sticky` is set. Rounding needs nothing more than this to decide every mode exactly.
+// when `sticky` is set. Rounding needs nothing more than this to decide every deterministic mode
+// exactly. Stochastic rounding reads the discarded fraction's top k bits from sig, so with
+// `sticky` set a caller must give sig enough bits below the kept ones (a full 64-bit significand
+// is always enough); otherwise P(up) may be low by up to 2^(shortfall - k).
 struct Exact {
   bool negative = false;
   uint64_t sig = 0;
