@@ -93,9 +93,9 @@ std::string npy_header(const std::string& descr, const std::vector<size_t>& shap
 
 void write_npy(const std::filesystem::path& path, const std::string& descr,
                const std::vector<size_t>& shape, const void* data, size_t bytes) {
-  std::string content = npy_header(descr, shape);
-  content.append(static_cast<const char*>(data), bytes);
-  write_file_atomic(path, content);
+  const std::string header = npy_header(descr, shape);
+  const std::string_view parts[] = {header, {static_cast<const char*>(data), bytes}};
+  write_file_atomic(path, parts);
 }
 
 }  // namespace precsim

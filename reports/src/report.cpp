@@ -156,6 +156,10 @@ namespace {
 }  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  write_file_atomic(path, std::span<const std::string_view>(&content, 1));
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::string_view> parts) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   std::string tmpl = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
   const int fd = mkstemp(tmpl.data());
@@ -164,17 +168,19 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     ::close(fd);
     ::unlink(tmpl.c_str());
   };
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      cleanup();
-      errno = e;
-      fail_io("cannot write", path);
+  for (const std::string_view content : parts) {
+    size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        const int e = errno;
+        cleanup();
+        errno = e;
+        fail_io("cannot write", path);
+      }
+      done += static_cast<size_t>(w);
     }
-    done += static_cast<size_t>(w);
   }
   // mkstemp creates 0600; give the report the usual permissions under the umask.
   const mode_t mask = ::umask(0);

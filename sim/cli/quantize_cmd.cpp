@@ -97,9 +97,12 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   }
   if (in.fortran_order) throw UsageError("--input '" + a.input + "': Fortran-order arrays are not supported");
   const size_t n = in.count();
-  // Values as float or double; codes of another format are decoded exactly first.
+  // Values as float or double, rounded in place in the input buffer (no copy of a large array);
+  // codes of another format are decoded exactly first.
   std::vector<float> f32;
   std::vector<double> f64;
+  std::span<float> v32;
+  std::span<double> v64;
   bool is_double = false;
   if (!a.input_format.empty()) {
     const Format src = parse_format_arg("--input-format", a.input_format);
@@ -114,15 +117,17 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
     if (is_double) {
       f64.resize(n);
       decode_array(src, in.data.data(), std::span<double>(f64));
+      v64 = f64;
     } else {
       f32.resize(n);
       decode_array(src, in.data.data(), std::span<float>(f32));
+      v32 = f32;
     }
   } else if (in.descr == "<f4") {
-    f32.assign(in.as<float>(), in.as<float>() + n);
+    v32 = {reinterpret_cast<float*>(in.data.data()), n};
   } else if (in.descr == "<f8") {
     is_double = true;
-    f64.assign(in.as<double>(), in.as<double>() + n);
+    v64 = {reinterpret_cast<double*>(in.data.data()), n};
   } else {
     throw UsageError("--input '" + a.input + "': dtype " + in.descr +
                      " is not supported; expected float32 (<f4) or float64 (<f8) values, or codes with --input-format F");
@@ -132,21 +137,21 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   std::vector<unsigned char> codes;
   if (a.codes) {
     codes.resize(n * code_bytes(f));
-    if (is_double) encode_array(f, std::span<const double>(f64), codes.data(), o, &st);
-    else encode_array(f, std::span<const float>(f32), codes.data(), o, &st);
+    if (is_double) encode_array(f, std::span<const double>(v64), codes.data(), o, &st);
+    else encode_array(f, std::span<const float>(v32), codes.data(), o, &st);
   } else if (is_double) {
-    quantize(f, std::span<const double>(f64), std::span<double>(f64), o, &st);
+    quantize(f, std::span<const double>(v64), v64, o, &st);
   } else {
-    quantize(f, std::span<const float>(f32), std::span<float>(f32), o, &st);
+    quantize(f, std::span<const float>(v32), v32, o, &st);
   }
   if (!a.output.empty()) {
     if (a.codes) {
       const size_t w = code_bytes(f);
       write_npy(a.output, w == 1 ? "|u1" : "<u" + std::to_string(w), in.shape, codes.data(), codes.size());
     } else if (is_double) {
-      write_npy(a.output, "<f8", in.shape, f64.data(), n * 8);
+      write_npy(a.output, "<f8", in.shape, v64.data(), n * 8);
     } else {
-      write_npy(a.output, "<f4", in.shape, f32.data(), n * 4);
+      write_npy(a.output, "<f4", in.shape, v32.data(), n * 4);
     }
   }
   Report r("quantize");

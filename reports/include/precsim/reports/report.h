@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,8 @@ class Report {
 // Writes `content` to `path` atomically: a temporary file in the same folder, fsync, rename,
 // fsync of the folder. A failure leaves no file and throws std::runtime_error naming the path.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+// The same for content in several pieces (a header and a large array), written without joining.
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::string_view> parts);
 // Fails early (std::runtime_error naming the path) when `path` could not be written, so that a
 // long run does not end in an unwritable destination. Creates nothing.
 void check_writable(const std::filesystem::path& path);
