@@ -31,7 +31,7 @@ const std::filesystem::path& big_report() {
       for (int64_t s = 0; s < kSteps; ++s)
         for (const char* name : {"loss", "loss_gap", "local_error", "drift", "grad_norm", "underflow", "loss_scale", "lr"})
           log.record(name, s, nd(gen));
-      variants.push_back({{"recipe", "r" + std::to_string(v)}, {"series", log.to_json()}});
+      variants.push_back({{"recipe", std::string("r").append(std::to_string(v))}, {"series", log.to_json()}});
     }
     r.results()["variants"] = std::move(variants);
     write_file_atomic(p, r.document(true).dump(2) + "\n");

@@ -73,8 +73,14 @@ class MlDtypes : public ::testing::Test {
     std::vector<float> xs(inputs_.size());
     for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::bit_cast<float>(inputs_[i]);
     write_npy(dir_ / "in.npy", "<f4", {xs.size()}, xs.data(), xs.size() * 4);
-    std::string cmd = "'" + python() + "' '" + PRECSIM_SOURCE_DIR + "/tests/ml_dtypes_reference.py' '" +
-                      (dir_ / "in.npy").string() + "' '" + dir_.string() + "'";
+    // Built by appending: GCC 12 warns falsely (-Wrestrict, PR 105651) on "literal" + string&&.
+    std::string cmd = "'";
+    cmd += python();
+    cmd += "' '" PRECSIM_SOURCE_DIR "/tests/ml_dtypes_reference.py' '";
+    cmd += (dir_ / "in.npy").string();
+    cmd += "' '";
+    cmd += dir_.string();
+    cmd += "'";
     for (const Dtype& d : kDtypes) cmd += std::string(" ") + d.ml_name + ":" + std::to_string(format_by_name(d.our_name).bits());
     const int rc = std::system((cmd + " 2>&1").c_str());
     status_ = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
