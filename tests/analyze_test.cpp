@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/cli_run.h"
 #include "precsim/formats/block_scaling.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/distributions.h"
@@ -24,38 +25,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int rc;
-  std::string out, err;
-};
+using test_support::slurp;
+using CliResult = test_support::CliSplitRun;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-class AnalyzeCli : public ::testing::Test {
+class AnalyzeCli : public test_support::CliTempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("precsim_analyze_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   CliResult run(const std::string& args, const std::string& env = "") const {
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = env + " '" + PRECSIM_CLI + "' analyze " + args + " 2>'" + err.string() + "'";
-    CliResult r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = slurp(err);
-    return r;
+    return run_split("analyze " + args, env);
   }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void expect_usage_error(const std::string& args, const std::string& needle) const {
     const fs::path out = dir_ / "report.json";
     const CliResult r = run(args + " --out '" + out.string() + "'");
@@ -63,7 +40,6 @@ class AnalyzeCli : public ::testing::Test {
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
     EXPECT_FALSE(fs::exists(out)) << args;
   }
-  fs::path dir_;
 };
 
 // A safetensors file with the given F32 tensors (name, shape, values) and optional raw edits.

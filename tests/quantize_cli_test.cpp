@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/cli_run.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
@@ -23,40 +24,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int rc;
-  std::string out, err;
-};
+using test_support::slurp;
+using CliResult = test_support::CliSplitRun;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-class QuantizeCli : public ::testing::Test {
+class QuantizeCli : public test_support::CliTempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("precsim_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliResult run(const std::string& args) const {
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = std::string("'") + PRECSIM_CLI + "' " + args + " 2>'" + err.string() + "'";
-    CliResult r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = slurp(err);
-    return r;
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  CliResult run(const std::string& args) const { return run_split(args); }
   // Exit code 2, a message naming `what`, and no output file left behind.
   void expect_usage_error(const std::string& args, const std::string& what, const std::vector<std::string>& outputs = {}) {
     const CliResult r = run(args);
@@ -69,8 +42,6 @@ class QuantizeCli : public ::testing::Test {
       EXPECT_TRUE(n == "stderr.txt" || n.ends_with(".npy") || n.ends_with(".bin")) << "stray file " << n << " after: " << args;
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(QuantizeCli, FormatsJsonListsEveryPreset) {
