@@ -9,26 +9,12 @@
 #include "precsim/sim/mlp.h"
 #include "precsim/sim/random.h"
 #include "precsim/sim/train_step.h"
+#include "support/finite_difference.h"
 
 namespace precsim {
 namespace {
 
-// max |analytic - numeric| / max(1e-6, |numeric|) over all coordinates of x.
-double fd_check(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& f) {
-  const double h = 1e-6;
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + h;
-    const double up = f();
-    x[i] = keep - h;
-    const double down = f();
-    x[i] = keep;
-    const double num = (up - down) / (2 * h);
-    worst = std::max(worst, std::fabs(analytic[i] - num) / std::max(1e-4, std::fabs(num)));
-  }
-  return worst;
-}
+using test_support::fd_check;
 
 std::vector<double> randn(size_t n, uint64_t stream) {
   std::vector<double> v(n);

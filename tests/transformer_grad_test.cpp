@@ -9,11 +9,10 @@
 #include "precsim/sim/random.h"
 #include "precsim/sim/seq_data.h"
 #include "precsim/sim/transformer.h"
+#include "support/finite_difference.h"
 
 namespace precsim {
 namespace {
-
-constexpr double kStep = 1e-5;
 
 std::vector<double> normal(size_t n, uint64_t stream, double sd = 1.0) {
   std::vector<double> v(n);
@@ -27,25 +26,10 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Compares analytic[i] with the central difference of f at x[i] for every i; counts mismatches.
 void expect_gradient(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& f,
                      const char* what) {
   ASSERT_EQ(x.size(), analytic.size());
-  double worst = 0;
-  int bad = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + kStep;
-    const double up = f();
-    x[i] = keep - kStep;
-    const double down = f();
-    x[i] = keep;
-    const double fd = (up - down) / (2 * kStep);
-    const double err = std::fabs(fd - analytic[i]) / (1e-4 + std::fabs(fd));
-    worst = std::max(worst, err);
-    if (err > 1e-5 && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", central difference " << fd;
-  }
-  EXPECT_EQ(bad, 0) << what << ": worst relative error " << worst;
+  EXPECT_LT(test_support::fd_check(x, analytic, f), 1e-5) << what;
 }
 
 TEST(TransformerGrad, Embedding) {
