@@ -145,30 +145,6 @@ void mx_scale(const BlockScaling& s, double max_elem, int emax, BlockScale& b) {
   b.clipped = amax * pow2d(-e) > max_elem;
 }
 
-// FP8 recipes (§3.3, §3.4, §4.1): encode scale max_elem * 2^-margin / amax in FP32; amax below
-// eps is raised to eps; a zero or non-finite amax gives scale 1; an infinite scale FLT_MAX;
-// pow2 clears the mantissa (rounds down). The decode scale is TE's scale_inv = 1 / scale in FP32.
-void amax_scale(const BlockScaling& s, double max_elem, double fixed_scale, BlockScale& b) {
-  float scale = 1.0f;
-  if (fixed_scale > 0) {
-    scale = static_cast<float>(fixed_scale);
-  } else {
-    float a = b.nonfinite ? NAN : b.amax;
-    if (a < s.amax_epsilon) a = static_cast<float>(s.amax_epsilon);
-    if (std::isfinite(a) && a > 0) {
-      scale = static_cast<float>(std::ldexp(max_elem, -s.margin)) / a;
-      if (std::isinf(scale)) scale = FLT_MAX;
-      if (s.scale_format == ScaleFormat::kPow2Fp32) scale = std::ldexp(1.0f, std::ilogb(scale));
-    }
-  }
-  const float dec = 1.0f / scale;
-  b.enc = scale;
-  b.dec = dec;
-  std::memcpy(&b.code, &dec, 4);
-  b.log2_scale = std::ilogb(dec);
-  b.clipped = b.amax * scale > max_elem;
-}
-
 // NVFP4 (§1.7, NVFP4 paper Appendix B): s_enc = 6*448 / amax_tensor in FP32 (1 when the tensor
 // amax is zero or not finite); the block decode scale amax_b / 6 * s_enc is rounded to E4M3
 // (RNE, saturating) and elements are x * 1 / (e4m3 scale * s_dec). A block whose E4M3 scale
@@ -197,6 +173,30 @@ void nvfp4_scale(double max_elem, float scale_value, float s_dec, BlockScale& b)
 }
 
 }  // namespace
+
+// FP8 recipes (§3.3, §3.4, §4.1): encode scale max_elem * 2^-margin / amax in FP32; amax below
+// eps is raised to eps; a zero or non-finite amax gives scale 1; an infinite scale FLT_MAX;
+// pow2 clears the mantissa (rounds down). The decode scale is TE's scale_inv = 1 / scale in FP32.
+void amax_scale(const BlockScaling& s, double max_elem, double fixed_scale, BlockScale& b) {
+  float scale = 1.0f;
+  if (fixed_scale > 0) {
+    scale = static_cast<float>(fixed_scale);
+  } else {
+    float a = b.nonfinite ? NAN : b.amax;
+    if (a < s.amax_epsilon) a = static_cast<float>(s.amax_epsilon);
+    if (std::isfinite(a) && a > 0) {
+      scale = static_cast<float>(std::ldexp(max_elem, -s.margin)) / a;
+      if (std::isinf(scale)) scale = FLT_MAX;
+      if (s.scale_format == ScaleFormat::kPow2Fp32) scale = std::ldexp(1.0f, std::ilogb(scale));
+    }
+  }
+  const float dec = 1.0f / scale;
+  b.enc = scale;
+  b.dec = dec;
+  std::memcpy(&b.code, &dec, 4);
+  b.log2_scale = std::ilogb(dec);
+  b.clipped = b.amax * scale > max_elem;
+}
 
 BlockGeometry block_geometry(const BlockScaling& s, size_t rows, size_t cols) {
   BlockGeometry g;

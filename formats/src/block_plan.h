@@ -48,6 +48,10 @@ struct BlockPlan {
   void pack_scales(BlockPacked& out) const;
 };
 
+// The FP8 recipe scale of one block from b.amax and b.nonfinite (fixed_scale > 0: that scale);
+// the one rule both the scalar and the vectorised path use.
+void amax_scale(const BlockScaling& s, double max_elem, double fixed_scale, BlockScale& b);
+
 // encode_scale > 0 fixes the scale of a per-tensor kAmax scheme (delayed scaling).
 BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, size_t cols,
                           double tensor_amax, double encode_scale);

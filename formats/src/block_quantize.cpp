@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "block_kernel.h"
 #include "block_plan.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
@@ -145,15 +146,28 @@ void finish_stats(const BlockPlan& p, const PassCounts& c, BlockStats* stats) {
   *stats += s;
 }
 
+void check_out(std::span<const float> in, std::span<float> out) {
+  if (out.size() != in.size())
+    throw std::invalid_argument("block quantize: output has " + std::to_string(out.size()) +
+                                " elements, input " + std::to_string(in.size()));
+}
+
 }  // namespace
 
 void block_fake_quantize(const BlockScaling& s, std::span<const float> in, std::span<float> out,
                          size_t rows, size_t cols, BlockStats* stats, uint64_t index_base,
                          double tensor_amax) {
   check_shape(in, rows, cols);
-  if (out.size() != in.size())
-    throw std::invalid_argument("block quantize: output has " + std::to_string(out.size()) +
-                                " elements, input " + std::to_string(in.size()));
+  check_out(in, out);
+  if (fused_fake_quantize(s, in.data(), out.data(), rows, cols, stats, index_base, tensor_amax, -1)) return;
+  block_fake_quantize_reference(s, in, out, rows, cols, stats, index_base, tensor_amax);
+}
+
+void block_fake_quantize_reference(const BlockScaling& s, std::span<const float> in, std::span<float> out,
+                                   size_t rows, size_t cols, BlockStats* stats, uint64_t index_base,
+                                   double tensor_amax) {
+  check_shape(in, rows, cols);
+  check_out(in, out);
   const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
   const PassCounts total = fake_quantize_pass(s, p, in.data(), out.data(), index_base, stats != nullptr);
   finish_stats(p, total, stats);
@@ -166,6 +180,7 @@ void fake_quantize_with_scale(const BlockScaling& s, float encode_scale, std::sp
                                 "' is not a per-tensor FP8 recipe (<format>:tensor)");
   if (out.size() != in.size())
     throw std::invalid_argument("fake_quantize_with_scale: output size differs from input size");
+  if (fused_fake_quantize(s, in.data(), out.data(), 1, in.size(), stats, index_base, -1, encode_scale)) return;
   const BlockPlan p = make_block_plan(s, in.data(), 1, in.size(), -1, encode_scale);
   const PassCounts c = fake_quantize_pass(s, p, in.data(), out.data(), index_base, stats != nullptr);
   finish_stats(p, c, stats);

@@ -109,6 +109,13 @@ void block_fake_quantize(const BlockScaling& s, std::span<const float> in, std::
                          size_t rows, size_t cols, BlockStats* stats = nullptr,
                          uint64_t index_base = 0, double tensor_amax = -1);
 
+// The scalar reference of block_fake_quantize: one pass for the block maxima and scales, then
+// the elements through quantize(). block_fake_quantize takes a fused, vectorised path that must
+// give the same bits and statistics; tests compare them.
+void block_fake_quantize_reference(const BlockScaling& s, std::span<const float> in, std::span<float> out,
+                                   size_t rows, size_t cols, BlockStats* stats = nullptr,
+                                   uint64_t index_base = 0, double tensor_amax = -1);
+
 // Quantization with a given FP32 encode scale for the whole tensor (delayed scaling: the scale
 // comes from the amax history, not from this tensor; values beyond the range saturate). The
 // scheme must be per-tensor kAmax.

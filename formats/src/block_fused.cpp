@@ -1,0 +1,289 @@
+// The fast path of block fake quantization: arrays cut into tiles of whole blocks that fit in
+// L1/L2, and per tile the block maxima, the scales and the element pass (block_fused_kernel.cpp),
+// so the input is read from memory once. Blocks too large for a tile (per-tensor scaling, a row
+// or column longer than kMaxFusedBlock) take the maxima over the whole array first; NVFP4 reads
+// the tensor amax first unless it is given. Tiles never depend on the thread count, and maxima
+// and counts are exact, so results are the same on any number of threads.
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "block_kernel.h"
+#include "block_plan.h"
+
+namespace precsim {
+namespace {
+
+constexpr size_t kTile = size_t{1} << 13;           // elements per tile: 32 KB of input
+constexpr size_t kMaxFusedBlock = size_t{1} << 16;  // larger blocks take a separate maxima pass
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+struct Tile {
+  size_t r0, r1, c0, c1;
+};
+
+// Tiles of whole blocks: along a row for 1-row blocks (several rows when a row is short), one
+// block-row high otherwise.
+std::vector<Tile> fused_tiles(const BlockGeometry& g, size_t rows, size_t cols) {
+  std::vector<Tile> t;
+  if (g.br == 1 && cols <= kTile) {
+    const size_t k = std::max<size_t>(1, kTile / std::max<size_t>(cols, 1));
+    for (size_t r = 0; r < rows; r += k) t.push_back({r, std::min(rows, r + k), 0, cols});
+    return t;
+  }
+  const size_t w = std::max(g.bc, kTile / (g.br * g.bc) * g.bc);
+  for (size_t r = 0; r < rows; r += g.br)
+    for (size_t c = 0; c < cols; c += w) t.push_back({r, std::min(rows, r + g.br), c, std::min(cols, c + w)});
+  return t;
+}
+
+// Tiles of any shape for the element pass after a whole-array maxima pass.
+std::vector<Tile> plain_tiles(size_t rows, size_t cols) {
+  std::vector<Tile> t;
+  if (cols <= kTile) {
+    const size_t k = std::max<size_t>(1, kTile / std::max<size_t>(cols, 1));
+    for (size_t r = 0; r < rows; r += k) t.push_back({r, std::min(rows, r + k), 0, cols});
+  } else {
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; c += kTile) t.push_back({r, r + 1, c, std::min(cols, c + kTile)});
+  }
+  return t;
+}
+
+struct Fast {
+  BlockKernelParams k;
+  BlockGeometry g;
+  F32Plan plan, scale_plan;
+  double max_elem = 0;  // the clip threshold in scaled units (block_plan.cpp's)
+  double encode_scale = -1;
+  std::vector<uint32_t> amax;
+  std::vector<float> enc, dec;
+  // With statistics, FP8 recipes and plain formats: the largest finite magnitude of each block
+  // holding NaN or Inf (its clip count), read before the element pass may overwrite the input.
+  std::vector<float> nonfinite_amax;
+};
+
+// The parameters of the fast path, or nullopt where it does not apply (formats whose values are
+// not all float32 values, MX elements whose largest value has more than 23 fraction bits).
+std::optional<Fast> make_fast(const BlockScaling& s, size_t rows, size_t cols, double encode_scale) {
+  if (rows == 0 || cols == 0) return std::nullopt;
+  const auto plan = make_f32_plan(s.element, s.element_options);
+  if (!plan) return std::nullopt;
+  Fast f;
+  f.plan = *plan;
+  f.encode_scale = encode_scale;
+  f.g = block_geometry(s, rows, cols);
+  BlockKernelParams& k = f.k;
+  k.rows = rows, k.cols = cols;
+  k.br = f.g.br, k.bc = f.g.bc, k.nbc = f.g.nbc;
+  k.rule = s.rule;
+  k.plan = &f.plan;
+  k.sr_key = s.element_options.sr_key;
+  k.stochastic = s.element_options.rounding == Rounding::kStochastic;
+  k.elem_factor = std::ldexp(1.0f, -s.element_exp());
+  const double elem_max = s.element.max_finite();
+  float below = static_cast<float>(elem_max);
+  if (static_cast<double>(below) > elem_max) below = std::nextafter(below, 0.0f);
+  k.elem_max_below = below;
+  f.max_elem = s.is_plain() ? elem_max : s.max_elem();
+  if (s.scale_format == ScaleFormat::kE8M0) {
+    k.emax = s.emax_elem();
+    k.element_exp = s.element_exp();
+    const int mbits = s.element.kind == FormatKind::kInt ? -s.element_exp() : s.element.man_bits;
+    k.even_frac = mbits <= 22 ? (1u << 23) - (1u << (22 - mbits)) : 1u << 23;
+    const double frac = (s.max_elem() * std::ldexp(1.0, -k.emax) - 1.0) * 0x1p23;
+    if (frac != std::floor(frac) || frac < 0 || frac >= 0x1p23) return std::nullopt;
+    k.rceil_frac = static_cast<uint32_t>(frac);
+  }
+  if (s.rule == ScaleRule::kNvfp4) {
+    QuantOptions o;
+    o.overflow = Overflow::kSaturate;
+    const auto sp = make_f32_plan(format_by_name("float8_e4m3fn"), o);
+    if (!sp) return std::nullopt;
+    f.scale_plan = *sp;
+    k.scale_plan = &f.scale_plan;
+  }
+  const size_t nb = f.g.nbr * f.g.nbc;
+  f.amax.assign(nb, 0);
+  f.enc.resize(nb);
+  f.dec.resize(nb);
+  return f;
+}
+
+// Largest finite magnitude of block i (rare: blocks holding NaN or Inf, for the clip count).
+float block_finite_amax(const float* in, const Fast& f, size_t i) {
+  const size_t rb = i / f.g.nbc, cb = i % f.g.nbc;
+  uint32_t m = 0;
+  for (size_t r = rb * f.g.br; r < std::min(f.k.rows, rb * f.g.br + f.g.br); ++r)
+    for (size_t c = cb * f.g.bc; c < std::min(f.k.cols, cb * f.g.bc + f.g.bc); ++c) {
+      const uint32_t v = std::bit_cast<uint32_t>(in[r * f.k.cols + c]) & 0x7fffffffu;
+      if (v < kInfBits) m = std::max(m, v);
+    }
+  return std::bit_cast<float>(m);
+}
+
+// enc and dec of blocks [i0, i1) from their maxima.
+void derive_scales(const BlockScaling& s, Fast& f, const float* in, size_t i0, size_t i1) {
+  if (!f.nonfinite_amax.empty())
+    for (size_t i = i0; i < i1; ++i)
+      if (f.amax[i] >= kInfBits) f.nonfinite_amax[i] = block_finite_amax(in, f, i);
+  if (s.is_plain()) {
+    std::fill(f.enc.begin() + i0, f.enc.begin() + i1, 1.0f);
+    std::fill(f.dec.begin() + i0, f.dec.begin() + i1, 1.0f);
+  } else if (s.rule == ScaleRule::kAmax) {
+    // One scale per row, tile or 128x128 block: the scalar rule costs little.
+    for (size_t i = i0; i < i1; ++i) {
+      BlockScale b;
+      b.nonfinite = f.amax[i] >= kInfBits;
+      b.amax = b.nonfinite ? 0.0f : std::bit_cast<float>(f.amax[i]);
+      amax_scale(s, f.max_elem, f.encode_scale, b);
+      f.enc[i] = b.enc;
+      f.dec[i] = static_cast<float>(b.dec);
+    }
+  } else {
+    block_scales(f.k, f.amax.data() + i0, i1 - i0, f.enc.data() + i0, f.dec.data() + i0);
+  }
+}
+
+size_t tile_blocks_begin(const Fast& f, size_t r, size_t c0) { return (r / f.g.br) * f.g.nbc + c0 / f.g.bc; }
+size_t tile_blocks_end(const Fast& f, size_t r, size_t c1) {
+  return (r / f.g.br) * f.g.nbc + (c1 + f.g.bc - 1) / f.g.bc;
+}
+
+// Maxima of every block over the whole array, for blocks larger than a tile.
+void whole_array_maxima(const float* in, Fast& f) {
+  const size_t rows = f.k.rows, cols = f.k.cols;
+  const int threads = omp_get_max_threads();
+  const bool big = rows * cols >= (size_t{1} << 15);
+  if (f.g.nbr >= static_cast<size_t>(4 * threads) || !big) {
+#pragma omp parallel for schedule(static) if (big)
+    for (int64_t rb = 0; rb < static_cast<int64_t>(f.g.nbr); ++rb)
+      block_tile_amax(f.k, in, rb * f.g.br, std::min(rows, (rb + 1) * f.g.br), 0, cols, f.amax.data());
+    return;
+  }
+  // Few block-rows: pieces of the array into per-thread maxima, combined by max (exact).
+  const std::vector<Tile> pieces = plain_tiles(rows, cols);
+#pragma omp parallel
+  {
+    std::vector<uint32_t> local(f.amax.size(), 0);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(pieces.size()); ++i) {
+      const Tile& t = pieces[i];
+      block_tile_amax(f.k, in, t.r0, t.r1, t.c0, t.c1, local.data());
+    }
+#pragma omp critical
+    for (size_t b = 0; b < local.size(); ++b) f.amax[b] = std::max(f.amax[b], local[b]);
+  }
+}
+
+// The block statistics of block_plan.cpp's BlockPlan::block_stats, from the three arrays.
+BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
+  BlockStats st;
+  st.blocks = f.amax.size();
+  constexpr int kLo = -400, kHi = 400;  // every log2 scale lies in [-300, 300]
+  std::vector<uint64_t> hist(kHi - kLo, 0);
+  const bool elementwise_nan = s.rule == ScaleRule::kAmax || s.is_plain();
+  for (size_t i = 0; i < f.amax.size(); ++i) {
+    const bool nonfinite = f.amax[i] >= kInfBits;
+    st.nonfinite_blocks += nonfinite;
+    const bool nan_block = nonfinite && !elementwise_nan;
+    const bool zero_scale = s.rule == ScaleRule::kNvfp4 && !nonfinite && f.dec[i] == 0;
+    if (nan_block || zero_scale) continue;
+    const float a = nonfinite ? f.nonfinite_amax[i] : std::bit_cast<float>(f.amax[i]);
+    const float scaled = a * f.enc[i];
+    st.clipped_blocks += scaled > f.max_elem;
+    if (s.is_plain()) continue;
+    int l = 0;
+    if (s.rule == ScaleRule::kNvfp4) l = std::ilogb(static_cast<double>(f.dec[i]) * static_cast<double>(f.k.tensor_dec));
+    else if (s.rule == ScaleRule::kAmax) l = std::ilogb(f.dec[i]);
+    else l = std::ilogb(f.dec[i]) - s.element_exp();
+    ++hist[static_cast<size_t>(std::clamp(l, kLo, kHi - 1) - kLo)];
+  }
+  for (int l = kLo; l < kHi; ++l)
+    if (hist[l - kLo]) st.scale_log2_histogram[l] = hist[l - kLo];
+  return st;
+}
+
+}  // namespace
+
+bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
+                         BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
+  std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
+  if (!made) return false;
+  Fast& f = *made;
+  f.k.plan = &f.plan;  // the optional moved: point into its own copy
+  f.k.scale_plan = &f.scale_plan;
+  f.k.index_base = index_base;
+  if (stats && (s.is_plain() || s.rule == ScaleRule::kAmax)) f.nonfinite_amax.assign(f.amax.size(), 0.0f);
+  const size_t n = rows * cols;
+  const bool big = n >= (size_t{1} << 15);
+  if (s.rule == ScaleRule::kNvfp4) {
+    double t = tensor_amax;
+    if (t < 0) {
+      constexpr size_t kChunk = size_t{1} << 16;
+      const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+      uint32_t m = 0;
+#pragma omp parallel for schedule(static) reduction(max : m) if (big)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunk;
+        m = std::max(m, finite_amax_bits(in + b, std::min(kChunk, n - b)));
+      }
+      t = std::bit_cast<float>(m);
+    }
+    float s_enc = 1;  // as block_plan.cpp
+    if (std::isfinite(t) && t > 0) {
+      s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
+      if (std::isinf(s_enc)) s_enc = FLT_MAX;
+    }
+    f.k.tensor_enc = s_enc;
+    f.k.tensor_dec = 1.0f / s_enc;
+  }
+  const bool fused = f.g.br * f.g.bc <= kMaxFusedBlock;
+  if (!fused) {
+    whole_array_maxima(in, f);
+    const size_t nb = f.amax.size();
+#pragma omp parallel for schedule(static) if (nb >= 4096)
+    for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 1024)
+      derive_scales(s, f, in, i, std::min(nb, static_cast<size_t>(i) + 1024));
+  }
+  const std::vector<Tile> tiles = fused ? fused_tiles(f.g, rows, cols) : plain_tiles(rows, cols);
+  size_t buf_size = 0;
+  for (const Tile& t : tiles) buf_size = std::max(buf_size, (t.r1 - t.r0) * (t.c1 - t.c0));
+  uint64_t sat = 0, fl = 0, nf = 0;
+#pragma omp parallel if (big && tiles.size() > 1) reduction(+ : sat, fl, nf)
+  {
+    std::vector<float> buf(buf_size);
+    BlockPassCounts c;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(tiles.size()); ++i) {
+      const Tile& t = tiles[i];
+      if (fused) {
+        // Rows of one block-row share their blocks: maxima and scales once per block-row.
+        for (size_t r = t.r0; r < t.r1; r = std::min(t.r1, (r / f.g.br + 1) * f.g.br)) {
+          const size_t r_end = std::min(t.r1, (r / f.g.br + 1) * f.g.br);
+          block_tile_amax(f.k, in, r, r_end, t.c0, t.c1, f.amax.data());
+          derive_scales(s, f, in, tile_blocks_begin(f, r, t.c0), tile_blocks_end(f, r, t.c1));
+        }
+      }
+      block_tile_quantize(f.k, in, out, t.r0, t.r1, t.c0, t.c1, f.enc.data(), f.dec.data(), buf.data(),
+                          stats ? &c : nullptr);
+    }
+    sat += c.saturated, fl += c.flushed, nf += c.nonfinite;
+  }
+  if (stats) {
+    BlockStats st = fast_block_stats(s, f);
+    st.elements = n;
+    st.saturated = sat;
+    st.flushed = fl;
+    st.nonfinite_inputs = nf;
+    *stats += st;
+  }
+  return true;
+}
+
+}  // namespace precsim

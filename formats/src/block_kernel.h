@@ -1,0 +1,70 @@
+// Private to formats/: the vectorised block-scaling kernel (block_fused_kernel.cpp, Highway,
+// picked at run time like the float32 quantize kernel) and the constants it needs. The scalar
+// path of block_plan.cpp / block_quantize.cpp is the reference it must equal bit for bit
+// (tests/block_fused_test.cpp checks every compiled target).
+//
+// Per block three arrays, in block order of the array's own coordinates (nbr x nbc, row-major):
+//   amax  |x| bits of the block's largest magnitude (>= 0x7f800000: a NaN or Inf is in the block);
+//   enc   x * enc (then * elem_factor) is rounded into the element format;
+//   dec   value = rounded * dec (NVFP4: (rounded * dec) * tensor_dec, dec the E4M3 block scale).
+// Every product is one float multiplication, which gives the reference's double product rounded
+// once: the decode scales are powers of two (MX), FP32 values (FP8 recipes), or an E4M3 value whose
+// product with an E2M1 value is exact before the one rounding multiplication by the FP32 tensor
+// scale (NVFP4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "precsim/formats/block_scaling.h"
+#include "quantize_f32_plan.h"
+
+namespace precsim {
+
+struct BlockKernelParams {
+  size_t rows = 0, cols = 0;
+  size_t br = 1, bc = 1, nbc = 1;  // block geometry (as BlockGeometry)
+  ScaleRule rule = ScaleRule::kNone;
+  // MX (E8M0) scale rules on amax = 1.frac * 2^E: e = E - emax + (ceil: frac != 0; even: frac >=
+  // even_frac; rceil: frac > rceil_frac), then clamped to [-127, 127].
+  int32_t emax = 0;
+  uint32_t even_frac = 0;   // 2^23 - 2^(22 - mantissa bits); above 0x7fffff: never
+  uint32_t rceil_frac = 0;  // the fraction bits of the largest element value
+  int32_t element_exp = 0;  // MXINT8: -6
+  // NVFP4: s_enc, its E4M3 block-scale rounding, and the tensor decode scale.
+  float tensor_enc = 1, tensor_dec = 1;
+  const F32Plan* scale_plan = nullptr;
+  float elem_factor = 1;    // 2^-element_exp
+  float elem_max_below = 0; // largest float <= the largest element value: |scaled| > it saturates
+  const F32Plan* plan = nullptr;  // element rounding
+  SrKey sr_key;
+  bool stochastic = false;
+  uint64_t index_base = 0;
+};
+
+// Counts of the element pass (BlockStats order): |scaled| above the largest element, finite
+// non-zero inputs that became zero, NaN or Inf inputs.
+struct BlockPassCounts {
+  uint64_t saturated = 0, flushed = 0, nonfinite = 0;
+};
+
+// Largest |x| bits of every block meeting rows [r0, r1) x cols [c0, c1), max-ed into amax
+// (nbr x nbc).
+void block_tile_amax(const BlockKernelParams& p, const float* in, size_t r0, size_t r1, size_t c0,
+                     size_t c1, uint32_t* amax);
+// enc and dec of n consecutive blocks from their amax (MX rules and NVFP4; not kAmax, not plain).
+void block_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec);
+// Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of in into out (which may alias
+// in). buf holds (r1 - r0) * (c1 - c0) floats. counts: null, or the counts to add to.
+void block_tile_quantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
+                         size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
+                         BlockPassCounts* counts);
+// The fast block_fake_quantize (block_fused.cpp); false where it does not apply (element formats
+// whose values are not all float32 values, empty arrays), and the scalar path runs.
+bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
+                         BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale);
+
+// Largest finite |x| of n values (NaN and Inf ignored), as float bits.
+uint32_t finite_amax_bits(const float* in, size_t n);
+
+}  // namespace precsim
