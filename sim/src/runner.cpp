@@ -132,7 +132,6 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
   std::vector<double> bx, bt;
   std::vector<int32_t> by;
   std::vector<double> ref_grad, ref_before;
-  std::vector<float> vgrad;
   const BatchView held = heldout_view(data);
 
   for (int64_t step = 0; step < n_steps; ++step) {
@@ -144,10 +143,20 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
     const bool hist = hist_steps.count(step) > 0;
 
     ref_before = ref.weights;
-    const StepStats rs = ref_tr.step(ref, b, step, &ref_grad);
+    // The reference and the chaos control, and below the variants, are independent runs: each
+    // takes one thread (the GEMMs inside run single-threaded: OpenMP regions do not nest), so a
+    // step forks twice rather than once per matrix product, which starved small models of both
+    // cores (idle spinning at every fork). Nothing is shared, so results do not depend on it.
+    StepStats rs, cs;
+#pragma omp parallel sections
+    {
+#pragma omp section
+      rs = ref_tr.step(ref, b, step, &ref_grad);
+#pragma omp section
+      cs = chaos_tr.step(chaos, b, step, nullptr);
+    }
     std::vector<double> ref_delta(ref.weights.size());
     for (size_t i = 0; i < ref_delta.size(); ++i) ref_delta[i] = ref.weights[i] - ref_before[i];
-    const StepStats cs = chaos_tr.step(chaos, b, step, nullptr);
     if (step == 0) ref_initial_loss = rs.loss;
     ref_last = rs.loss;
     ref_window.push_back(rs.loss);
@@ -169,8 +178,12 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
     }
     (void)ref_norm;
 
-    for (VariantRun& v : runs) {
+    // One variant per thread: its body touches only its own VariantRun (and reads the reference).
+#pragma omp parallel for schedule(dynamic, 1) if (runs.size() > 1)
+    for (size_t vi = 0; vi < runs.size(); ++vi) {
+      VariantRun& v = runs[vi];
       if (v.diverged_at >= 0) continue;
+      std::vector<float> vgrad;
       if (shadow) {
         // The variant's arithmetic at the reference's weights: its own state otherwise (loss
         // scale, optimizer moments, delayed-scaling history), and nothing of it kept.
