@@ -4,10 +4,12 @@
 #include <stdexcept>
 #include <utility>
 
+#include "precsim/formats/name_table.h"
+
 namespace precsim {
 namespace {
 
-constexpr std::array<std::pair<Rounding, std::string_view>, 7> kRoundingNames{{
+constexpr auto kRoundingNames = name_table<Rounding>({
     {Rounding::kNearestEven, "nearest-even"},
     {Rounding::kNearestAway, "nearest-away"},
     {Rounding::kTowardZero, "toward-zero"},
@@ -15,7 +17,8 @@ constexpr std::array<std::pair<Rounding, std::string_view>, 7> kRoundingNames{{
     {Rounding::kDown, "down"},
     {Rounding::kOdd, "odd"},
     {Rounding::kStochastic, "stochastic"},
-}};
+});
+constexpr auto kOverflowNames = name_table<Overflow>({{Overflow::kIeee, "ieee"}, {Overflow::kSaturate, "saturate"}});
 
 }  // namespace
 
@@ -40,27 +43,10 @@ QuantStats& QuantStats::operator+=(const QuantStats& o) {
   return *this;
 }
 
-std::string_view to_string(Rounding r) {
-  for (const auto& [v, n] : kRoundingNames)
-    if (v == r) return n;
-  return "?";
-}
-
-std::string_view to_string(Overflow o) { return o == Overflow::kIeee ? "ieee" : "saturate"; }
-
-Rounding parse_rounding(std::string_view s) {
-  for (const auto& [v, n] : kRoundingNames)
-    if (n == s) return v;
-  std::string allowed;
-  for (const auto& [v, n] : kRoundingNames) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  throw std::invalid_argument("unknown rounding '" + std::string(s) + "'; allowed: " + allowed);
-}
-
-Overflow parse_overflow(std::string_view s) {
-  if (s == "ieee") return Overflow::kIeee;
-  if (s == "saturate") return Overflow::kSaturate;
-  throw std::invalid_argument("unknown overflow mode '" + std::string(s) + "'; allowed: ieee, saturate");
-}
+std::string_view to_string(Rounding r) { return kRoundingNames.name(r); }
+std::string_view to_string(Overflow o) { return kOverflowNames.name(o); }
+Rounding parse_rounding(std::string_view s) { return kRoundingNames.parse(s, "rounding"); }
+Overflow parse_overflow(std::string_view s) { return kOverflowNames.parse(s, "overflow mode"); }
 
 std::string status_to_string(uint32_t s) {
   static constexpr std::array<std::pair<uint32_t, std::string_view>, 8> kNames{{

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "precsim/formats/name_table.h"
 #include "precsim/formats/rounding.h"
 
 namespace precsim {
@@ -175,35 +176,21 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
 }
 
 namespace {
-template <typename E, size_t N>
-E parse_enum(std::string_view s, const std::pair<E, std::string_view> (&names)[N], const char* what) {
-  for (const auto& [e, n] : names)
-    if (n == s) return e;
-  std::string allowed;
-  for (const auto& [e, n] : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  throw std::invalid_argument(std::string("unknown ") + what + " '" + std::string(s) + "'; allowed: " + allowed);
-}
-template <typename E, size_t N>
-std::string_view name_of(E v, const std::pair<E, std::string_view> (&names)[N]) {
-  for (const auto& [e, n] : names)
-    if (e == v) return n;
-  return "?";
-}
-const std::pair<AllReduceAlgorithm, std::string_view> kAlgos[] = {
-    {AllReduceAlgorithm::kRing, "ring"}, {AllReduceAlgorithm::kTree, "tree"},
-    {AllReduceAlgorithm::kNaive, "naive"}, {AllReduceAlgorithm::kFp32Accumulate, "fp32-accumulate"}};
-const std::pair<AverageMode, std::string_view> kAverages[] = {
-    {AverageMode::kSum, "sum"}, {AverageMode::kDdp, "ddp"}, {AverageMode::kNcclAvg, "nccl-avg"},
-    {AverageMode::kPostDivide, "post-divide"}, {AverageMode::kFsdp, "fsdp"}};
-const std::pair<CompressHook, std::string_view> kHooks[] = {
-    {CompressHook::kNone, "none"}, {CompressHook::kBf16, "bf16"}, {CompressHook::kFp16, "fp16"}};
+constexpr auto kAlgos = name_table<AllReduceAlgorithm>(
+    {{AllReduceAlgorithm::kRing, "ring"}, {AllReduceAlgorithm::kTree, "tree"},
+     {AllReduceAlgorithm::kNaive, "naive"}, {AllReduceAlgorithm::kFp32Accumulate, "fp32-accumulate"}});
+constexpr auto kAverages = name_table<AverageMode>(
+    {{AverageMode::kSum, "sum"}, {AverageMode::kDdp, "ddp"}, {AverageMode::kNcclAvg, "nccl-avg"},
+     {AverageMode::kPostDivide, "post-divide"}, {AverageMode::kFsdp, "fsdp"}});
+constexpr auto kHooks = name_table<CompressHook>(
+    {{CompressHook::kNone, "none"}, {CompressHook::kBf16, "bf16"}, {CompressHook::kFp16, "fp16"}});
 }  // namespace
 
-std::string_view to_string(AllReduceAlgorithm a) { return name_of(a, kAlgos); }
-std::string_view to_string(AverageMode a) { return name_of(a, kAverages); }
-std::string_view to_string(CompressHook h) { return name_of(h, kHooks); }
-AllReduceAlgorithm parse_allreduce_algorithm(std::string_view s) { return parse_enum(s, kAlgos, "all-reduce algorithm"); }
-AverageMode parse_average_mode(std::string_view s) { return parse_enum(s, kAverages, "averaging mode"); }
-CompressHook parse_compress_hook(std::string_view s) { return parse_enum(s, kHooks, "compression hook"); }
+std::string_view to_string(AllReduceAlgorithm a) { return kAlgos.name(a); }
+std::string_view to_string(AverageMode a) { return kAverages.name(a); }
+std::string_view to_string(CompressHook h) { return kHooks.name(h); }
+AllReduceAlgorithm parse_allreduce_algorithm(std::string_view s) { return kAlgos.parse(s, "all-reduce algorithm"); }
+AverageMode parse_average_mode(std::string_view s) { return kAverages.parse(s, "averaging mode"); }
+CompressHook parse_compress_hook(std::string_view s) { return kHooks.parse(s, "compression hook"); }
 
 }  // namespace precsim
