@@ -3,9 +3,9 @@
 
 #include <cmath>
 #include <iostream>
-#include <sstream>
 
 #include "cli_common.h"
+#include "cli_parse.h"
 #include "precsim/sim/allreduce.h"
 #include "precsim/sim/exact_dot.h"
 #include "precsim/sim/random.h"
@@ -27,15 +27,6 @@ struct Args {
   OutputOptions out;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 int parse_workers(const std::string& s) {
   try {
     size_t used = 0;
@@ -46,34 +37,25 @@ int parse_workers(const std::string& s) {
   throw UsageError("--workers: '" + s + "' is not a worker count; allowed: integers 1..4096, comma-separated");
 }
 
-template <typename Fn>
-auto parse_or_usage(const char* opt, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string(opt) + ": " + e.what());
-  }
-}
-
 void run(const Args& a) {
   check_output(a.out);
   if (a.elements == 0) throw UsageError("--elements must be at least 1");
   std::vector<int> workers;
-  for (const auto& w : split(a.workers)) workers.push_back(parse_workers(w));
+  for (const auto& w : split_list(a.workers)) workers.push_back(parse_workers(w));
   std::vector<Format> formats;
-  for (const auto& f : split(a.formats)) formats.push_back(parse_format_arg("--format", f));
+  for (const auto& f : split_list(a.formats)) formats.push_back(parse_format_arg("--format", f));
   std::vector<AllReduceAlgorithm> algos;
-  for (const auto& s : split(a.algorithms)) algos.push_back(parse_or_usage("--algorithm", [&] { return parse_allreduce_algorithm(s); }));
-  const AverageMode avg = parse_or_usage("--average", [&] { return parse_average_mode(a.average); });
-  const CompressHook hook = parse_or_usage("--hook", [&] { return parse_compress_hook(a.hook); });
+  for (const auto& s : split_list(a.algorithms)) algos.push_back(or_usage_error("--algorithm", [&] { return parse_allreduce_algorithm(s); }));
+  const AverageMode avg = or_usage_error("--average", [&] { return parse_average_mode(a.average); });
+  const CompressHook hook = or_usage_error("--hook", [&] { return parse_compress_hook(a.hook); });
   if (workers.empty() || formats.empty() || algos.empty()) throw UsageError("--workers, --format and --algorithm need at least one value");
   if (!(a.stddev > 0) || !std::isfinite(a.stddev)) throw UsageError("--std must be a positive number");
   const double mem = double(a.elements) * 4.0 * 4.0 * *std::max_element(workers.begin(), workers.end());
   if (mem > 8e9) throw UsageError(fmt::format("--elements {} x --workers needs about {:.1f} GB; the limit is 8 GB", a.elements, mem / 1e9));
 
   Report r("allreduce");
-  r.config() = {{"workers", workers}, {"elements", a.elements}, {"formats", split(a.formats)},
-                {"algorithms", split(a.algorithms)}, {"average", to_string(avg)}, {"hook", to_string(hook)},
+  r.config() = {{"workers", workers}, {"elements", a.elements}, {"formats", split_list(a.formats)},
+                {"algorithms", split_list(a.algorithms)}, {"average", to_string(avg)}, {"hook", to_string(hook)},
                 {"distribution", {{"name", "normal"}, {"mean", a.mean}, {"std", a.stddev}}}};
   r.seeds() = {{"data", a.seed}};
   nlohmann::json rows = nlohmann::json::array();

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "cli_parse.h"
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/reports/npy.h"
@@ -81,12 +82,7 @@ nlohmann::json histogram_json(const std::map<int, uint64_t>& h) {
 }
 
 Tensor from_npy(const std::string& path) {
-  NpyArray a;
-  try {
-    a = read_npy(path);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--input: ") + e.what());
-  }
+  const NpyArray a = or_usage_error("--input", [&] { return read_npy(path); });
   if (a.fortran_order) throw UsageError("--input '" + path + "': Fortran-order arrays are not supported");
   Tensor t{std::filesystem::path(path).stem().string(), a.descr, a.shape, {}};
   const size_t n = a.count();
@@ -206,12 +202,7 @@ std::vector<BlockScaling> resolve_schemes(const Args& a, const QuantOptions& o) 
   if (names.empty()) throw UsageError("--formats: give at least one format or scheme (or 'all')");
   std::vector<BlockScaling> out;
   for (const auto& n : names) {
-    BlockScaling s;
-    try {
-      s = parse_block_scaling(n);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--formats: ") + e.what());
-    }
+    BlockScaling s = or_usage_error("--formats", [&] { return parse_block_scaling(n); });
     const Overflow keep = s.element_options.overflow;
     s.element_options = o;
     // Block scales exist so that nothing overflows; elements saturate as MX and TE specify.
@@ -240,13 +231,11 @@ void run(const Args& a) {
   std::vector<Row> rows;
 
   if (!a.dist.empty()) {
-    Distribution d;
-    try {
-      d = parse_distribution(a.dist);
-      if (!a.outliers.empty()) parse_outliers(a.outliers, d);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--dist: ") + e.what());
-    }
+    const Distribution d = or_usage_error("--dist", [&] {
+      Distribution dist = parse_distribution(a.dist);
+      if (!a.outliers.empty()) parse_outliers(a.outliers, dist);
+      return dist;
+    });
     if (a.count == 0) throw UsageError("--count 0: the tensor would be empty; give N >= 1");
     Tensor t{a.dist, "generated", {a.count}, std::vector<float>(a.count)};
     // Generated tensors are rows of 4096 (or one row when shorter), so row and column blocks
@@ -270,12 +259,7 @@ void run(const Args& a) {
     std::cerr << fmt::format("analyzing {} ({} values)\n", a.input, t.values.size());
     results.push_back(analyze_tensor(t, schemes, 0, rows));
   } else {
-    std::unique_ptr<SafetensorsFile> file;
-    try {
-      file = std::make_unique<SafetensorsFile>(a.input);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--input: ") + e.what());
-    }
+    const auto file = or_usage_error("--input", [&] { return std::make_unique<SafetensorsFile>(a.input); });
     // Selection: names or globs; every tensor when none is given.
     std::vector<const SafetensorsTensor*> chosen;
     for (const auto& t : file->tensors()) {
@@ -305,11 +289,7 @@ void run(const Args& a) {
       std::cerr << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype,
                                fmt::join(st.shape, "x"));
       Tensor t{st.name, st.dtype, st.shape, {}};
-      try {
-        t.values = file->read_f32(st);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--input: ") + e.what());
-      }
+      t.values = or_usage_error("--input", [&] { return file->read_f32(st); });
       results.push_back(analyze_tensor(t, schemes, static_cast<uint32_t>(i), rows));
     }
   }

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "cli_parse.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum_model.h"
 #include "precsim/sim/exact_dot.h"
@@ -24,23 +25,14 @@ struct Args {
 };
 
 AccumModel parse_model_arg(const std::string& spec) {
-  try {
-    return parse_accum_model(spec);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
+  return or_usage_error("--model", [&] { return parse_accum_model(spec); });
 }
 
 // Values given as text, each a value of f that a float holds.
 std::vector<float> parse_values(const char* option, const std::vector<std::string>& text, const Format& f) {
   std::vector<float> v;
   for (size_t i = 0; i < text.size(); ++i) {
-    double x;
-    try {
-      x = parse_real(text[i]);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(fmt::format("{} element {}: {}", option, i, e.what()));
-    }
+    const double x = or_usage_error(fmt::format("{} element {}", option, i), [&] { return parse_real(text[i]); });
     const double q = round_to(f, x);
     if (!(q == x || (std::isnan(q) && std::isnan(x))) || static_cast<double>(static_cast<float>(x)) != x)
       throw UsageError(fmt::format("{} element {} '{}' is not a value of {} (nearest: {})", option, i, text[i], f.name,
@@ -67,12 +59,7 @@ void run(const Args& args) {
     throw UsageError(fmt::format("--a has {} values but --b has {}; a dot product needs equal lengths", args.a.size(),
                                  args.b.size()));
   const std::vector<float> a = parse_values("--a", args.a, in), b = parse_values("--b", args.b, in);
-  double c;
-  try {
-    c = parse_real(args.c);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--c: ") + e.what());
-  }
+  const double c = or_usage_error("--c", [&] { return parse_real(args.c); });
   if (!(round_to(model.acc, c) == c || std::isnan(c)))
     throw UsageError(fmt::format("--c '{}' is not a value of the accumulator format {} (nearest: {})", args.c,
                                  model.acc.name, hex_float(round_to(model.acc, c))));

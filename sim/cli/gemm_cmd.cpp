@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "cli_parse.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
@@ -107,11 +108,7 @@ uint64_t physical_memory() {
 void run(const Args& args) {
   std::vector<AccumModel> models;
   for (const auto& spec : args.models) {
-    try {
-      models.push_back(parse_accum_model(spec));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--model: ") + e.what());
-    }
+    models.push_back(or_usage_error("--model", [&] { return parse_accum_model(spec); }));
   }
   const Format af = parse_format_arg("--a-format", args.a_format);
   const Format bf = parse_format_arg("--b-format", args.b_format);
@@ -192,12 +189,7 @@ void run(const Args& args) {
     for (const auto& mo : models) {
       std::vector<double> c(static_cast<size_t>(m * n));
       const auto t0 = std::chrono::steady_clock::now();
-      GemmStats st;
-      try {
-        st = gemm(mo, g, a.data(), b.data(), c.data());
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(fmt::format("model {}: {}", mo.name, e.what()));
-      }
+      const GemmStats st = or_usage_error("model " + mo.name, [&] { return gemm(mo, g, a.data(), b.data(), c.data()); });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (a_tf32 || b_tf32) {
         std::vector<float> ra = a, rb = b;

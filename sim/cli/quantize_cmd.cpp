@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "cli_parse.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
@@ -43,11 +44,7 @@ void run_values(const Args& a, const Format& f, const QuantOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> xs;
   for (const auto& v : a.values) {
-    try {
-      xs.push_back(parse_real(v));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("VALUE: ") + e.what());
-    }
+    xs.push_back(or_usage_error("VALUE", [&] { return parse_real(v); }));
   }
   if (!a.out.json) {
     std::cout << fmt::format("{:<24} {:<10} {:<16} {:<26} {:<12} {:<12} {}\n", "input", "code",
