@@ -169,41 +169,15 @@ void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t s
   }
 }
 
-nlohmann::json data_config_to_json(const DataConfig& c) {
-  return {{"kind", c.kind},
-          {"features", c.features},
-          {"classes", c.classes},
-          {"outputs", c.outputs},
-          {"train_size", c.train_size},
-          {"heldout_size", c.heldout_size},
-          {"separation", c.separation},
-          {"noise", c.noise},
-          {"teacher_hidden", c.teacher_hidden},
-          {"target_scale", c.target_scale},
-          {"label_noise", c.label_noise},
-          {"features_path", c.features_path},
-          {"labels_path", c.labels_path},
-          {"heldout_fraction", c.heldout_fraction}};
-}
+// One list of the keys serves both directions; the names are the config keys.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs, train_size, heldout_size, separation,
+                                   noise, teacher_hidden, target_scale, label_noise, features_path, labels_path,
+                                   heldout_fraction)
+
+nlohmann::json data_config_to_json(const DataConfig& c) { return c; }
 
 DataConfig data_config_from_json(const nlohmann::json& j) {
-  const nlohmann::json m = merge_config(data_config_to_json(DataConfig{}), j, "data");
-  DataConfig c;
-  c.kind = m["kind"];
-  c.features = m["features"];
-  c.classes = m["classes"];
-  c.outputs = m["outputs"];
-  c.train_size = m["train_size"];
-  c.heldout_size = m["heldout_size"];
-  c.separation = m["separation"];
-  c.noise = m["noise"];
-  c.teacher_hidden = m["teacher_hidden"];
-  c.target_scale = m["target_scale"];
-  c.label_noise = m["label_noise"];
-  c.features_path = m["features_path"];
-  c.labels_path = m["labels_path"];
-  c.heldout_fraction = m["heldout_fraction"];
-  return c;
+  return merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
 }
 
 }  // namespace precsim

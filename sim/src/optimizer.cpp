@@ -50,29 +50,14 @@ template void optimizer_delta<float>(float*, float*, float*, const float*, const
 template void optimizer_delta<double>(double*, double*, double*, const double*, const double*, size_t,
                                       const OptimizerConfig&, double, int64_t);
 
-nlohmann::json optimizer_config_to_json(const OptimizerConfig& c) {
-  return {{"kind", c.kind},           {"lr", c.lr},
-          {"momentum", c.momentum},   {"beta1", c.beta1},
-          {"beta2", c.beta2},         {"eps", c.eps},
-          {"weight_decay", c.weight_decay}, {"clip_norm", c.clip_norm},
-          {"warmup_steps", c.warmup_steps}, {"cosine", c.cosine},
-          {"min_lr_ratio", c.min_lr_ratio}};
-}
+// One list of the keys serves both directions; the names are the config keys.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OptimizerConfig, kind, lr, momentum, beta1, beta2, eps, weight_decay, clip_norm,
+                                   warmup_steps, cosine, min_lr_ratio)
+
+nlohmann::json optimizer_config_to_json(const OptimizerConfig& c) { return c; }
 
 OptimizerConfig optimizer_config_from_json(const nlohmann::json& j) {
-  const nlohmann::json m = merge_config(optimizer_config_to_json(OptimizerConfig{}), j, "optimizer");
-  OptimizerConfig c;
-  c.kind = m["kind"];
-  c.lr = m["lr"];
-  c.momentum = m["momentum"];
-  c.beta1 = m["beta1"];
-  c.beta2 = m["beta2"];
-  c.eps = m["eps"];
-  c.weight_decay = m["weight_decay"];
-  c.clip_norm = m["clip_norm"];
-  c.warmup_steps = m["warmup_steps"];
-  c.cosine = m["cosine"];
-  c.min_lr_ratio = m["min_lr_ratio"];
+  const auto c = merge_config(optimizer_config_to_json(OptimizerConfig{}), j, "optimizer").get<OptimizerConfig>();
   if (c.kind != "sgd" && c.kind != "adamw")
     throw std::invalid_argument(fmt::format("unknown optimizer.kind '{}'; allowed: sgd, adamw", c.kind));
   if (!(c.lr > 0)) throw std::invalid_argument(fmt::format("optimizer.lr {} must be > 0", c.lr));
