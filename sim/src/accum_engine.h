@@ -40,6 +40,8 @@ class AccumEngine {
   bool native_f32() const { return native32_ && m_.kind == AccumKind::kSequential; }
   bool native_f64() const { return native64_ && m_.kind == AccumKind::kSequential; }
   const AccumModel& model() const { return m_; }
+  const Format& a_format() const { return a_fmt_; }
+  const Format& b_format() const { return b_fmt_; }
 
  private:
   double dot_slice(const DotOperands& x, double c, uint32_t& st) const;

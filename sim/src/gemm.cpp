@@ -78,6 +78,87 @@ const float* prepare_operand(const char* name, const float* x, int64_t rows, int
 
 float to_f32(double x) { return static_cast<float>(x); }
 
+// acc (m x n) = every output's sum over x's K as the model says.
+void accumulate(const AccumModel& model, const detail::AccumEngine& eng, const detail::KernelArgs& ka, double* acc) {
+  if (model.kind == AccumKind::kUnordered) {
+    detail::eigen_gemm(ka, acc);
+  } else if (eng.native_f32() && model.split_k == 1) {
+    detail::seq_f32_gemm(ka, model.fma, acc);
+  } else if (eng.native_f64() && model.split_k == 1) {
+    detail::seq_f64_gemm(ka, acc);
+  } else if (!detail::block_fma_gemm(ka, eng, eng.a_format(), eng.b_format(), acc)) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ka.threads)
+    for (int64_t i = 0; i < ka.m; ++i) {
+      uint32_t st = 0;
+      for (int64_t j = 0; j < ka.n; ++j) {
+        const detail::DotOperands x{ka.a + i * ka.a_rs, ka.a_ks, ka.b + j * ka.b_cs, ka.b_ks, ka.k};
+        acc[i * ka.n + j] = eng.dot(x, 0.0, st);
+      }
+    }
+  }
+}
+
+struct ScaleGroups {
+  int64_t size;                // k per group
+  int64_t count;               // groups along K
+  int64_t a_ld, b_ld;          // scales per row of blocks
+};
+
+void check_scales(const char* name, const BlockScales& s, int64_t k) {
+  if (!s.scale) return;
+  if (s.block_k < 1 || s.block_mn < 1)
+    throw std::invalid_argument(fmt::format("gemm: {} scale blocks of {} x {} (rows x k); both must be >= 1", name,
+                                            s.block_mn, s.block_k));
+  const int64_t groups = (k + s.block_k - 1) / s.block_k;
+  if (s.ld != 0 && s.ld < groups)
+    throw std::invalid_argument(fmt::format("gemm: {} scales ld={} is smaller than the {} blocks along K={}", name,
+                                            s.ld, groups, k));
+}
+
+ScaleGroups scale_groups(const GemmArgs& g) {
+  const BlockScales &sa = g.a_scales, &sb = g.b_scales;
+  check_scales("A", sa, g.k);
+  check_scales("B", sb, g.k);
+  if (sa.scale && sb.scale && sa.block_k != sb.block_k)
+    throw std::invalid_argument(fmt::format("gemm: A's scale blocks run over {} k but B's over {}; the group sums need "
+                                            "one block length along K", sa.block_k, sb.block_k));
+  ScaleGroups sg;
+  sg.size = sa.scale ? sa.block_k : sb.block_k;
+  sg.count = (g.k + sg.size - 1) / sg.size;
+  sg.a_ld = sa.ld ? sa.ld : sg.count;
+  sg.b_ld = sb.ld ? sb.ld : sg.count;
+  return sg;
+}
+
+// Block-scaled operands: each group of K is summed by the model from zero, then its sum times
+// the group's scale product is added to the accumulator on the "CUDA cores", in T (FP32, or FP64
+// where the model accumulates in FP64): acc = T(acc + T(T(sa * sb) * group_sum)), groups in
+// increasing k.
+template <class T>
+void accumulate_scaled(const AccumModel& model, const detail::AccumEngine& eng, const detail::KernelArgs& ka,
+                       const ScaleGroups& sg, const GemmArgs& g, double* acc) {
+  std::vector<T> total(static_cast<size_t>(ka.m * ka.n), T(0));
+  std::vector<double> part(total.size());
+  for (int64_t q = 0; q < sg.count; ++q) {
+    detail::KernelArgs kq = ka;
+    kq.a = ka.a + q * sg.size * ka.a_ks;
+    kq.b = ka.b + q * sg.size * ka.b_ks;
+    kq.k = std::min(sg.size, ka.k - q * sg.size);
+    accumulate(model, eng, kq, part.data());
+#pragma omp parallel for schedule(static) num_threads(ka.threads)
+    for (int64_t i = 0; i < ka.m; ++i) {
+      const T sa = g.a_scales.scale ? T(g.a_scales.scale[(i / g.a_scales.block_mn) * sg.a_ld + q]) : T(1);
+      for (int64_t j = 0; j < ka.n; ++j) {
+        const T sb = g.b_scales.scale ? T(g.b_scales.scale[(j / g.b_scales.block_mn) * sg.b_ld + q]) : T(1);
+        const T s = sa * sb;
+        const T p = s * static_cast<T>(part[i * ka.n + j]);
+        total[i * ka.n + j] = total[i * ka.n + j] + p;
+      }
+    }
+  }
+  std::copy(total.begin(), total.end(), acc);
+}
+
 template <class Out>
 GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, const float* b, Out* c) {
   Layout l = resolve_layout(g);
@@ -103,23 +184,16 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
-  if (model.kind == AccumKind::kUnordered) {
-    detail::eigen_gemm(ka, acc.data());
-  } else if (eng.native_f32() && model.split_k == 1) {
-    detail::seq_f32_gemm(ka, model.fma, acc.data());
-  } else if (eng.native_f64() && model.split_k == 1) {
-    detail::seq_f64_gemm(ka, acc.data());
+  double scaled_alpha = alpha;
+  if (g.a_scales.scale || g.b_scales.scale) {
+    const ScaleGroups sg = scale_groups(g);
+    if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.data());
+    else accumulate_scaled<float>(model, eng, ka, sg, g, acc.data());
+    const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
+                             : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
+    scaled_alpha = f64_acc ? alpha * t : to_f32(alpha * t);
   } else {
-    uint32_t st_all = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : st_all)
-    for (int64_t i = 0; i < g.m; ++i) {
-      uint32_t st = 0;
-      for (int64_t j = 0; j < g.n; ++j) {
-        const detail::DotOperands x{a + i * ka.a_rs, ka.a_ks, b + j * ka.b_cs, ka.b_ks, g.k};
-        acc[i * g.n + j] = eng.dot(x, 0.0, st);
-      }
-      st_all |= st;
-    }
+    accumulate(model, eng, ka, acc.data());
   }
 
   // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format.
@@ -133,7 +207,7 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
       for (int64_t j = 0; j < g.n; ++j) {
         uint32_t st = 0;
         double t = acc[i * g.n + j];
-        if (alpha != 1.0) t = detail::round_value(compute, co, alpha * t, st);
+        if (scaled_alpha != 1.0) t = detail::round_value(compute, co, scaled_alpha * t, st);
         Out& dst = c[i * l.ldc + j];
         if (beta != 0.0) {
           const double bc = detail::round_value(compute, co, beta * static_cast<double>(dst), st);
@@ -200,6 +274,8 @@ void gemm_f64(const GemmArgs& g, const double* a, const double* b, double* c, bo
     }
   }
 }
+
+std::string gemm_simd_target() { return detail::gemm_simd_target(); }
 
 uint64_t gemm_bytes_estimate(int64_t m, int64_t n, int64_t k) {
   const long double b = 4.0L * (static_cast<long double>(m) * k + static_cast<long double>(k) * n) +

@@ -1,5 +1,8 @@
+// The drivers of the GEMM kernels: packing, cache blocking and threads (OpenMP over output tiles);
+// the vector micro-kernels they call are in gemm_simd_kernel.cpp.
 #include "gemm_kernels.h"
 
+#include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -8,84 +11,63 @@
 #include <cmath>
 #include <vector>
 
-// Run-time dispatch by GCC function multiversioning: each clone computes the same IEEE float
-// operations (no contraction: -ffp-contract=off) or the same integer operations, so every target
-// gives the same bits; only the vector width differs.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PRECSIM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PRECSIM_CLONES
-#endif
+#include "accum_engine.h"
+#include "precsim/sim/accum_model.h"
 
 namespace precsim::detail {
 namespace {
 
-constexpr int64_t kMr = 4;    // rows per micro-tile
-constexpr int64_t kNr = 16;   // columns per micro-tile: accumulators vectorised over N
-constexpr int64_t kMb = 64;   // rows per thread task
+constexpr int64_t kKc = 256;  // K per slice: a slice of packed panels stays in cache
+constexpr int64_t kMc = 64;   // rows per thread task
 
-// op(B) in panels of kNr columns: panel t holds B(p, t*kNr + j) at [t][p][j], zero-padded.
-std::vector<float> pack_b(const KernelArgs& x) {
-  const int64_t panels = (x.n + kNr - 1) / kNr;
-  std::vector<float> pb(static_cast<size_t>(panels * x.k * kNr), 0.0f);
-#pragma omp parallel for schedule(static) num_threads(x.threads)
-  for (int64_t t = 0; t < panels; ++t)
-    for (int64_t p = 0; p < x.k; ++p)
-      for (int64_t j = 0; j < kNr && t * kNr + j < x.n; ++j)
-        pb[(t * x.k + p) * kNr + j] = x.b[p * x.b_ks + (t * kNr + j) * x.b_cs];
-  return pb;
-}
-
-// acc[r][j] = sum over p in order of a[p][r] * b[p][j]: each output's K order is sequential.
-template <bool Fma>
-PRECSIM_CLONES void micro_f32(int64_t k, const float* __restrict a, const float* __restrict b, float* __restrict out) {
-  float acc[kMr][kNr] = {};
-  for (int64_t p = 0; p < k; ++p) {
-    const float* bp = b + p * kNr;
-    for (int64_t r = 0; r < kMr; ++r) {
-      const float av = a[p * kMr + r];
-      for (int64_t j = 0; j < kNr; ++j) {
-        if constexpr (Fma) acc[r][j] = std::fma(av, bp[j], acc[r][j]);
-        else acc[r][j] = acc[r][j] + av * bp[j];
-      }
-    }
-  }
-  for (int64_t r = 0; r < kMr; ++r)
-    for (int64_t j = 0; j < kNr; ++j) out[r * kNr + j] = acc[r][j];
-}
-
-template <bool Fma>
-void seq_f32(const KernelArgs& x, double* acc) {
-  const std::vector<float> pb = pack_b(x);
-  const int64_t panels = (x.n + kNr - 1) / kNr;
-  const int64_t blocks = (x.m + kMb - 1) / kMb;
-#pragma omp parallel num_threads(x.threads)
-  {
-    std::vector<float> pa(static_cast<size_t>(x.k * kMr));
-    float out[kMr * kNr];
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      for (int64_t i0 = blk * kMb; i0 < std::min(x.m, (blk + 1) * kMb); i0 += kMr) {
-        // Rows i0..i0+3 of op(A), interleaved by k; missing rows are zero.
-        for (int64_t p = 0; p < x.k; ++p)
-          for (int64_t r = 0; r < kMr; ++r)
-            pa[p * kMr + r] = i0 + r < x.m ? x.a[(i0 + r) * x.a_rs + p * x.a_ks] : 0.0f;
-        for (int64_t t = 0; t < panels; ++t) {
-          if (Fma) micro_f32<true>(x.k, pa.data(), pb.data() + t * x.k * kNr, out);
-          else micro_f32<false>(x.k, pa.data(), pb.data() + t * x.k * kNr, out);
-          for (int64_t r = 0; r < kMr && i0 + r < x.m; ++r)
-            for (int64_t j = 0; j < kNr && t * kNr + j < x.n; ++j) acc[(i0 + r) * x.n + t * kNr + j] = out[r * kNr + j];
-        }
-      }
-    }
-  }
-}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
+// Cutting K into slices keeps every output's order: each slice continues the float sums where the
+// last one stopped.
 void seq_f32_gemm(const KernelArgs& x, bool fma, double* acc) {
-  if (fma) seq_f32<true>(x, acc);
-  else seq_f32<false>(x, acc);
+  if (x.k == 0) {
+    std::fill(acc, acc + x.m * x.n, 0.0);
+    return;
+  }
+  const TileShape ts = seq_f32_tile_shape();
+  const int64_t mr = ts.rows, nr = ts.cols;
+  const int64_t panels = ceil_div(x.n, nr), ldc = panels * nr;
+  const int64_t row_blocks = ceil_div(x.m, kMc);
+  const int64_t kc = std::min(kKc, x.k);
+  auto c = hwy::AllocateAligned<float>(static_cast<size_t>(ceil_div(x.m, mr) * mr * ldc));
+  auto pb = hwy::AllocateAligned<float>(static_cast<size_t>(panels * kc * nr));
+#pragma omp parallel num_threads(x.threads)
+  {
+    auto pa = hwy::AllocateAligned<float>(static_cast<size_t>(ceil_div(kMc, mr) * mr * kc));
+    for (int64_t pc = 0; pc < x.k; pc += kc) {
+      const int64_t kl = std::min(kc, x.k - pc);
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < panels; ++t)
+        for (int64_t p = 0; p < kl; ++p)
+          for (int64_t j = 0; j < nr; ++j) {
+            const int64_t col = t * nr + j;
+            pb[(t * kc + p) * nr + j] = col < x.n ? x.b[(pc + p) * x.b_ks + col * x.b_cs] : 0.0f;
+          }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t blk = 0; blk < row_blocks; ++blk) {
+        const int64_t i0 = blk * kMc, tiles = ceil_div(std::min(x.m, i0 + kMc) - i0, mr);
+        for (int64_t q = 0; q < tiles; ++q)
+          for (int64_t p = 0; p < kl; ++p)
+            for (int64_t r = 0; r < mr; ++r) {
+              const int64_t i = i0 + q * mr + r;
+              pa[(q * kc + p) * mr + r] = i < x.m ? x.a[i * x.a_rs + (pc + p) * x.a_ks] : 0.0f;
+            }
+        for (int64_t t = 0; t < panels; ++t)
+          for (int64_t q = 0; q < tiles; ++q)
+            seq_f32_tile(kl, pa.get() + q * kc * mr, pb.get() + t * kc * nr, c.get() + (i0 + q * mr) * ldc + t * nr,
+                         ldc, pc == 0, fma);
+      }
+    }
+  }
+  for (int64_t i = 0; i < x.m; ++i)
+    for (int64_t j = 0; j < x.n; ++j) acc[i * x.n + j] = c[i * ldc + j];
 }
 
 void seq_f64_gemm(const KernelArgs& x, double* acc) {
@@ -109,6 +91,118 @@ void eigen_gemm(const KernelArgs& x, double* acc) {
   const Mat c = a * b;
   for (int64_t i = 0; i < x.m; ++i)
     for (int64_t j = 0; j < x.n; ++j) acc[i * x.n + j] = c(i, j);
+}
+
+namespace {
+
+// The block model's input decomposition (reference section 2.1 step 1) of one operand value:
+// the value itself and the exponent of its binade, clamped to the format's emin; zero, and
+// subnormals where the model flushes them, give (0, kNoExponent).
+void decompose(float x, const Format& f, bool subnormals, double& v, double& e) {
+  int fl = x == 0 ? 0 : std::ilogb(x);
+  if (x != 0 && fl < f.emin() && subnormals) fl = f.emin();
+  if (x == 0 || fl < f.emin()) {
+    v = 0;
+    e = kNoExponent;
+    return;
+  }
+  v = x;
+  e = fl;
+}
+
+bool all_finite(const float* x, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (!std::isfinite(x[r * rs + c * cs])) return false;
+  return true;
+}
+
+// Whether the vector lanes compute this model exactly (see gemm_simd_kernel.cpp).
+bool block_vectorisable(const AccumModel& m) {
+  const BlockFmaParams& b = m.block;
+  const Format& f = m.acc;
+  return m.kind == AccumKind::kBlockFma && m.split_k == 1 && !b.normalize_products &&
+         (m.promote_every == 0 || m.promote_rounding == Rounding::kNearestEven) &&
+         b.frac_bits + 2 + std::bit_width(static_cast<unsigned>(b.block_size + 1)) <= 53 &&
+         f.kind == FormatKind::kFloat && f.nonfinite == NonFinite::kIeee && f.is_signed && f.has_zero &&
+         f.emin() >= -126 && f.emax() <= 127;
+}
+
+}  // namespace
+
+bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a_fmt, const Format& b_fmt,
+                    double* acc) {
+  const AccumModel& m = eng.model();
+  if (!block_vectorisable(m) || !all_finite(x.a, x.m, x.k, x.a_rs, x.a_ks) ||
+      !all_finite(x.b, x.k, x.n, x.b_ks, x.b_cs))
+    return false;
+  const BlockFmaParams& bp = m.block;
+  BlockPlan pl{};
+  pl.block_size = bp.block_size;
+  pl.promote_every = m.promote_every;
+  pl.frac_bits = bp.frac_bits;
+  pl.floor = bp.align_exp_floor;
+  pl.acc_emin = m.acc.emin();
+  pl.drop_bits = 52 - bp.out_frac_bits;
+  pl.nearest_even = bp.final_rounding == Rounding::kNearestEven;
+  pl.min_normal = std::ldexp(1.0, m.acc.emin());
+  pl.overflow = std::ldexp(1.0, m.acc.emax() + 1);
+
+  const int64_t w = block_fma_width(), panels = ceil_div(x.n, w), ldw = panels * w;
+  const int64_t period = m.promote_every > 0 ? m.promote_every : bp.block_size;
+  const int64_t kc = std::min(x.k, period * ceil_div(kKc, period));
+  const size_t outputs = static_cast<size_t>(x.m * ldw);
+  auto d = hwy::AllocateAligned<double>(outputs), outer = hwy::AllocateAligned<double>(outputs),
+       bad = hwy::AllocateAligned<double>(outputs);
+  std::fill(d.get(), d.get() + outputs, 0.0);
+  std::fill(outer.get(), outer.get() + outputs, 0.0);
+  std::fill(bad.get(), bad.get() + outputs, 0.0);
+  auto pb = hwy::AllocateAligned<double>(static_cast<size_t>(std::max<int64_t>(1, panels * kc * 2 * w)));
+  const int64_t row_blocks = ceil_div(x.m, kMc);
+#pragma omp parallel num_threads(x.threads)
+  {
+    std::vector<double> av(static_cast<size_t>(kMc * kc)), ae(av.size());
+    for (int64_t pc = 0; pc < x.k; pc += kc) {
+      const int64_t kl = std::min(kc, x.k - pc);
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < panels; ++t)
+        for (int64_t p = 0; p < kl; ++p)
+          for (int64_t j = 0; j < w; ++j) {
+            double* row = pb.get() + (t * kc + p) * 2 * w;
+            const int64_t col = t * w + j;
+            if (col < x.n) decompose(x.b[(pc + p) * x.b_ks + col * x.b_cs], b_fmt, bp.in_subnormals, row[j], row[w + j]);
+            else row[j] = 0, row[w + j] = kNoExponent;
+          }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t blk = 0; blk < row_blocks; ++blk) {
+        const int64_t i0 = blk * kMc, rows = std::min(x.m, i0 + kMc) - i0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t p = 0; p < kl; ++p)
+            decompose(x.a[(i0 + r) * x.a_rs + (pc + p) * x.a_ks], a_fmt, bp.in_subnormals, av[r * kc + p],
+                      ae[r * kc + p]);
+        for (int64_t t = 0; t < panels; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const size_t o = static_cast<size_t>((i0 + r) * ldw + t * w);
+            block_fma_row_panel(pl, av.data() + r * kc, ae.data() + r * kc, pb.get() + t * kc * 2 * w, kl,
+                                {d.get() + o, outer.get() + o, bad.get() + o});
+          }
+      }
+    }
+    // Lanes whose block results left the normal range of the output format: the scalar path.
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t i = 0; i < x.m; ++i) {
+      for (int64_t j = 0; j < x.n; ++j) {
+        const size_t o = static_cast<size_t>(i * ldw + j);
+        if (bad[o] != 0) {
+          uint32_t st = 0;
+          acc[i * x.n + j] = eng.dot({x.a + i * x.a_rs, x.a_ks, x.b + j * x.b_cs, x.b_ks, x.k}, 0.0, st);
+        } else {
+          acc[i * x.n + j] = m.promote_every > 0 ? outer[o] : d[o];
+        }
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace precsim::detail

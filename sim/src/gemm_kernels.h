@@ -1,10 +1,19 @@
-// Private: the vectorised GEMM kernels behind gemm(). Each output's K order stays sequential;
-// vectors run over independent outputs (the N dimension) and threads over output tiles.
+// Private: the GEMM kernels behind gemm(). Each output's K order is the model's; vectors run over
+// independent outputs (the N dimension) and threads over output tiles. The vector micro-kernels
+// (gemm_simd_kernel.cpp) are picked at run time among the compiled Highway targets.
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+namespace precsim {
+struct AccumModel;
+struct Format;
+}  // namespace precsim
 
 namespace precsim::detail {
+
+class AccumEngine;
 
 // op(A)(i, p) = a[i * a_rs + p * a_ks]; op(B)(p, j) = b[p * b_ks + j * b_cs].
 struct KernelArgs {
@@ -23,5 +32,48 @@ void seq_f32_gemm(const KernelArgs& x, bool fma, double* acc);
 void seq_f64_gemm(const KernelArgs& x, double* acc);
 // Eigen's float GEMM: order depends on the CPU and blocking (the unordered model).
 void eigen_gemm(const KernelArgs& x, double* acc);
+// The block-FMA model on every output, vectorised where block_fma_supported(); false (nothing
+// written) where the model's parameters or non-finite operands need the scalar path.
+bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a_fmt, const Format& b_fmt,
+                    double* acc);
+
+// --- The dispatched micro-kernels and what the drivers need to know of them. ---
+struct TileShape {
+  int64_t rows, cols;
+};
+// Rows and columns of one FP32 micro-tile on the current target.
+TileShape seq_f32_tile_shape();
+// c[r * ldc + j] for the tile's rows r and columns j continues its FP32 sum over k products of
+// a[p * rows + r] and b[p * cols + j] (first: from zero).
+void seq_f32_tile(int64_t k, const float* a, const float* b, float* c, int64_t ldc, bool first, bool fma);
+
+// Exponent given to zero operands: far below any alignment floor, so zero products never set E.
+inline constexpr double kNoExponent = -1e9;
+
+// The block-FMA parameters a vector lane needs (reference section 2.1).
+struct BlockPlan {
+  int block_size;     // n
+  int promote_every;  // N_C; 0: blocks chain over the whole K
+  double frac_bits;   // F
+  double floor;       // alignment-exponent floor
+  double acc_emin;    // the accumulator format's emin (subnormal accumulators keep it)
+  int drop_bits;      // 52 - output fraction bits
+  bool nearest_even;  // final rounding (else toward zero)
+  double min_normal, overflow;  // results outside [min_normal, overflow) go to the scalar path
+};
+// Per output of one panel: running block result, FP32 outer (promoted) sum, redo flag (0 or 1).
+struct BlockState {
+  double* d;
+  double* outer;
+  double* bad;
+};
+// Outputs per block-FMA row panel on the current target.
+int64_t block_fma_width();
+// Row (av values, ae exponents: a[p], p < kl) against a packed panel (per p: width values, then
+// width exponents), one K slice starting on a block and promotion boundary.
+void block_fma_row_panel(const BlockPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
+                         BlockState state);
+// The Highway target the micro-kernels use now.
+std::string gemm_simd_target();
 
 }  // namespace precsim::detail

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
@@ -17,6 +18,19 @@ enum class InputPolicy : uint8_t {
   kCheck,  // throw std::invalid_argument naming the first such element (the default)
   kRound,  // round them (nearest-even; TF32 operands use the model's tf32_rounding)
   kTrust,  // the caller guarantees them; nothing is checked (fastest)
+};
+
+// The scales of a block-scaled operand (MX, NVFP4, FP8 per-row, 1x128 tile or 128x128 block
+// scaling; formats/block_scaling.h makes them): the operand array holds the element values (values
+// of a_format or b_format) and `scale` one decode scale per block. A block covers block_k
+// consecutive k and block_mn rows of op(A) (columns of op(B)); the block of row r and k has the
+// scale scale[(r / block_mn) * ld + k / block_k]. Both scaled operands need the same block_k.
+struct BlockScales {
+  const float* scale = nullptr;  // nullptr: the operand is not block-scaled
+  int64_t block_k = 0;
+  int64_t block_mn = 1;
+  int64_t ld = 0;                // 0: ceil(K / block_k)
+  float tensor_scale = 1.0f;     // a second level (NVFP4's FP32 tensor decode scale)
 };
 
 // Shapes and layout. Matrices are row-major; op(A) is M x K and op(B) is K x N. With trans_a the
@@ -34,6 +48,12 @@ struct GemmArgs {
   // round(t) into out_format. With alpha = 1 and beta = 0 the accumulator is rounded once into C.
   double alpha = 1.0, beta = 0.0;
   int threads = 0;  // 0: OpenMP's default
+  // Block scales, applied per group of block_k products as a block-scaled GEMM does (DeepSeek-V3's
+  // FP8 GEMM multiplies them in on the CUDA cores; OCP MX sums per-block dot products into FP32):
+  // the model sums each group from zero (its blocks and promotion restart there), then
+  // acc = fl(acc + fl(fl(scale_a * scale_b) * group_sum)) in FP32 (FP64 for FP64 accumulators),
+  // groups in increasing k. Tensor scales multiply alpha, as cuBLAS's scale_A * scale_B.
+  BlockScales a_scales, b_scales;
   GemmArgs();
 };
 
@@ -60,6 +80,9 @@ void gemm_f64(const GemmArgs& args, const double* a, const double* b, double* c,
 double accum_dot(const AccumModel& model, std::span<const float> a, std::span<const float> b, double c,
                  const Format& a_fmt, const Format& b_fmt, uint32_t* status = nullptr,
                  const Format* out_fmt = nullptr);
+
+// The Highway target of gemm()'s vector kernels now (force_quantize_simd_target changes it).
+std::string gemm_simd_target();
 
 // Bytes gemm() and the CLI would allocate for operands and outputs of this shape (float A, B, C
 // plus the exact reference sample); used to refuse shapes that do not fit before allocating.
