@@ -1,6 +1,7 @@
 // Block-scaled fake quantization against the plain E4M3 quantize of the same array, in the same
 // run (issue 3 targets: MX along rows <= 1.5x, along columns and 2-D tiles <= 3x, NVFP4 with its
-// tensor amax pass <= 2.5x). Statistics are off, as in training use.
+// tensor amax pass <= 2.5x). Statistics are off, as in training use, except in the *_stats runs
+// (what `precsim analyze` asks for); *_scalar runs take the scalar reference path.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -39,12 +40,16 @@ void BM_PlainE4m3(benchmark::State& state) {
 }
 BENCHMARK(BM_PlainE4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_Scheme(benchmark::State& state, const char* scheme, int axis) {
+enum class Path { kFused, kFusedStats, kScalar };
+
+void BM_Scheme(benchmark::State& state, const char* scheme, int axis, Path path = Path::kFused) {
   BlockScaling s = parse_block_scaling(scheme);
   s.axis = axis;
   std::vector<float> out(input().size(), 1.0f);
+  BlockStats st;
   for (auto _ : state) {
-    block_fake_quantize(s, input(), out, kRows, kCols);
+    if (path == Path::kScalar) block_fake_quantize_reference(s, input(), out, kRows, kCols);
+    else block_fake_quantize(s, input(), out, kRows, kCols, path == Path::kFusedStats ? &st : nullptr);
     benchmark::DoNotOptimize(out.data());
   }
   finish(state);
@@ -53,10 +58,19 @@ BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_rows, "mxfp8_e4m3", 1)->Unit(benchmark::
 BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_cols, "mxfp8_e4m3", 0)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_2d, "mxfp8_e4m3:2d", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, mxfp4_rows, "mxfp4", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Scheme, mxfp4_cols, "mxfp4", 0)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows, "nvfp4", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Scheme, nvfp4_2d, "nvfp4:2d", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, fp8_e4m3_tensor, "fp8_e4m3:tensor", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, fp8_e4m3_tile128, "fp8_e4m3:tile128", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, fp8_e4m3_block128, "fp8_e4m3:block128", 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_rows_stats, "mxfp8_e4m3", 1, Path::kFusedStats)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows_stats, "nvfp4", 1, Path::kFusedStats)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_rows_scalar, "mxfp8_e4m3", 1, Path::kScalar)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows_scalar, "nvfp4", 1, Path::kScalar)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_PackedMxfp4(benchmark::State& state) {
   const BlockScaling s = parse_block_scaling("mxfp4");

@@ -253,7 +253,7 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
   }
   const std::vector<Tile> tiles = fused ? fused_tiles(f.g, rows, cols) : plain_tiles(rows, cols);
   size_t buf_size = 0;
-  for (const Tile& t : tiles) buf_size = std::max(buf_size, (t.r1 - t.r0) * (t.c1 - t.c0));
+  for (const Tile& t : tiles) buf_size = std::max(buf_size, 2 * (t.c1 - t.c0));
   uint64_t sat = 0, fl = 0, nf = 0;
 #pragma omp parallel if (big && tiles.size() > 1) reduction(+ : sat, fl, nf)
   {

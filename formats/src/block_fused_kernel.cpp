@@ -1,8 +1,8 @@
 // The vectorised pieces of block scaling (Google Highway, every x86 target, picked at run time):
-// block maxima, MX and NVFP4 scales, and the element pass (scale, round, decode) of one tile.
-// The rounding itself is the float32 quantize kernel (quantize_f32_span), so every rounding mode,
-// stochastic included, is the one the scalar path uses. block_fused.cpp cuts arrays into tiles;
-// the constants are described in block_kernel.h.
+// block maxima, MX and NVFP4 scales, and the element pass of one tile, which scales, rounds and
+// decodes each vector in registers. The rounding is the float32 quantize kernel's own
+// (quantize_f32_round-inl.h), so every rounding mode, stochastic included, is the one the scalar
+// path uses. block_fused.cpp cuts arrays into tiles; the constants are described in block_kernel.h.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "../src/block_fused_kernel.cpp"
@@ -14,6 +14,8 @@
 #include <cmath>
 
 #include "block_kernel.h"
+#include "precsim/formats/sr_bits.h"
+#include "quantize_f32_round-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace precsim {
@@ -163,101 +165,107 @@ HWY_NOINLINE void Scales(const BlockKernelParams& p, const uint32_t* amax, size_
   }
 }
 
-// Calls fn(b, s0, s1) for each part [s0, s1) of the columns [c0, c1) that lies in block column b.
-template <typename Fn>
-HWY_INLINE void for_segments(const BlockKernelParams& p, size_t c0, size_t c1, Fn&& fn) {
-  for (size_t b = c0 / p.bc; b * p.bc < c1; ++b) fn(b, std::max(c0, b * p.bc), std::min(c1, b * p.bc + p.bc));
+// count floats from p (count <= lanes), zeros beyond.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
+  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
+  std::copy_n(p, count, b);
+  return hn::Load(d, b);
 }
 
-// y = (x * enc) * elem_factor for one row, with the count of |y| above the largest element.
-HWY_INLINE uint64_t ScaleRow(const BlockKernelParams& p, const float* x, const float* e, float* y, size_t c0,
-                             size_t c1, bool count) {
+// One row of a tile, columns c0 .. c0 + w: x * enc (* elem_factor) rounded in registers by the
+// quantize kernel's rounding and decoded with dec, straight into out. kPerBlock: e and d are the
+// scales of the row's blocks, 2^shift columns each, and no vector straddles two blocks; otherwise
+// they hold a scale per column.
+template <bool kPerBlock>
+HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const float* e, const float* d, float* o,
+                            size_t c0, size_t w, int shift, uint64_t index, bool count, BlockPassCounts& k) {
   const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;  // magnitudes fit in 31 bits
   const size_t N = hn::Lanes(df);
   const auto f = hn::Set(df, p.elem_factor);
   const auto lim = hn::Set(df, p.elem_max_below);
-  const bool mul_f = p.elem_factor != 1.0f;
-  uint64_t sat = 0;
-  auto run = [&](auto encv, float es, size_t s0, size_t s1, bool per_column) HWY_ATTR {
-    size_t c = s0;
-    for (; c + N <= s1; c += N) {
-      auto v = hn::Mul(hn::LoadU(df, x + c), per_column ? hn::LoadU(df, e + c) : encv);
-      if (mul_f) v = hn::Mul(v, f);
-      if (count) sat += hn::CountTrue(df, hn::Gt(hn::Abs(v), lim));
-      hn::StoreU(v, df, y + c - c0);
-    }
-    for (; c < s1; ++c) {
-      float v = x[c] * (per_column ? e[c] : es);
-      if (mul_f) v = v * p.elem_factor;
-      sat += count && std::fabs(v) > p.elem_max_below;
-      y[c - c0] = v;
-    }
-  };
-  if (p.bc == 1) run(hn::Zero(df), 0.0f, c0, c1, true);
-  else for_segments(p, c0, c1, [&](size_t b, size_t s0, size_t s1) HWY_ATTR { run(hn::Set(df, e[b]), e[b], s0, s1, false); });
-  return sat;
-}
-
-// out = y * dec (NVFP4: (y * dec) * tensor_dec) for one row; with `count`, the non-finite inputs
-// and the finite non-zero inputs that became zero (x is read before out, which may alias it).
-HWY_INLINE void DecodeRow(const BlockKernelParams& p, const float* x, const float* d, const float* y, float* o,
-                          size_t c0, size_t c1, bool count, BlockPassCounts& k) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> du;  // magnitudes fit in 31 bits
-  const size_t N = hn::Lanes(df);
-  const bool nv = p.rule == ScaleRule::kNvfp4;
   const auto td = hn::Set(df, p.tensor_dec);
-  const auto abs = hn::Set(du, static_cast<int32_t>(kAbsMask));
-  const auto inf = hn::Set(du, static_cast<int32_t>(kInfBits));
-  auto run = [&](auto decv, float ds, size_t s0, size_t s1, bool per_column) HWY_ATTR {
-    size_t c = s0;
-    for (; c + N <= s1; c += N) {
-      auto v = hn::Mul(hn::LoadU(df, y + c - c0), per_column ? hn::LoadU(df, d + c) : decv);
-      if (nv) v = hn::Mul(v, td);
-      if (count) {
-        const auto xa = hn::And(hn::BitCast(du, hn::LoadU(df, x + c)), abs);
-        const auto finite = hn::Lt(xa, inf);
-        k.nonfinite += N - hn::CountTrue(du, finite);
-        const auto fl = hn::And(hn::AndNot(hn::Eq(xa, hn::Zero(du)), finite),
-                                hn::RebindMask(du, hn::Eq(v, hn::Zero(df))));
-        k.flushed += hn::CountTrue(du, fl);
-      }
-      hn::StoreU(v, df, o + c);
-    }
-    for (; c < s1; ++c) {
-      float v = y[c - c0] * (per_column ? d[c] : ds);
-      if (nv) v = v * p.tensor_dec;
-      if (count) {
-        const uint32_t xa = mag_bits(x[c]);
-        k.nonfinite += xa >= kInfBits;
-        k.flushed += xa < kInfBits && xa != 0 && v == 0;
-      }
-      o[c] = v;
-    }
+  const auto abs = hn::Set(di, static_cast<int32_t>(kAbsMask));
+  const auto inf = hn::Set(di, static_cast<int32_t>(kInfBits));
+  const bool mul_f = p.elem_factor != 1.0f, nv = p.rule == ScaleRule::kNvfp4;
+  size_t off = 0;  // of the current piece of the row
+  auto source = [&](size_t i, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    const auto ev = kPerBlock ? hn::Set(df, e[(c0 + off + i) >> shift]) : LoadPart(df, e + off + i, n);
+    auto v = hn::Mul(LoadPart(df, x + off + i, n), ev);
+    if (mul_f) v = hn::Mul(v, f);
+    if (count) k.saturated += hn::CountTrue(df, hn::Gt(hn::Abs(v), lim));
+    return v;
   };
-  if (p.bc == 1) run(hn::Zero(df), 0.0f, c0, c1, true);
-  else for_segments(p, c0, c1, [&](size_t b, size_t s0, size_t s1) HWY_ATTR { run(hn::Set(df, d[b]), d[b], s0, s1, false); });
+  auto sink = [&](size_t i, hn::Vec<decltype(df)> q, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    auto v = hn::Mul(q, kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n));
+    if (nv) v = hn::Mul(v, td);
+    if (count) {  // x is read before out, which may alias it, is written
+      const auto xa = hn::And(hn::BitCast(di, LoadPart(df, x + off + i, n)), abs);
+      const auto finite = hn::Lt(xa, inf);
+      k.nonfinite += n - hn::CountTrue(di, hn::And(finite, hn::FirstN(di, n)));
+      const auto fl = hn::And(hn::AndNot(hn::Eq(xa, hn::Zero(di)), finite), hn::RebindMask(di, hn::Eq(v, hn::Zero(df))));
+      k.flushed += hn::CountTrue(di, fl);
+    }
+    if (n == N) return hn::StoreU(v, df, o + off + i);
+    HWY_ALIGN float b[hn::MaxLanes(df)];
+    hn::Store(v, df, b);
+    std::copy_n(b, n, o + off + i);
+  };
+  Counts unused{};
+  // Stochastic-rounding bits of element i come from index + i; the stream changes at multiples of
+  // 2^32 (as in quantize_f32_span).
+  while (off < w) {
+    const uint64_t at = index + off;
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(w - off, (uint64_t{1} << 32) - (at & 0xffffffffu)));
+    uint32_t k0 = 0, k1 = 0;
+    if (p.stochastic) {
+      const SrStream st = make_sr_stream(p.sr_key, at >> 32);
+      k0 = st.k0, k1 = st.k1;
+    }
+    RoundAnyMode<false>(*p.plan, k0, k1, len, static_cast<uint32_t>(at), unused, source, sink);
+    off += len;
+  }
 }
 
 HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
                                size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
                                BlockPassCounts* counts) {
   const size_t w = c1 - c0;
-  const bool count = counts != nullptr;
   BlockPassCounts k;
-  for (size_t r = r0; r < r1; ++r)
-    k.saturated += ScaleRow(p, in + r * p.cols, enc + (r / p.br) * p.nbc, buf + (r - r0) * w, c0, c1, count);
-  // Element i of the array draws stochastic-rounding bits at index_base + i: one call when the
-  // tile is contiguous in the array or the rounding draws none.
-  if (!p.stochastic || w == p.cols) {
-    quantize_f32_span(*p.plan, p.sr_key, buf, buf, (r1 - r0) * w, nullptr, p.index_base + r0 * p.cols + c0);
-  } else {
-    for (size_t r = r0; r < r1; ++r)
-      quantize_f32_span(*p.plan, p.sr_key, buf + (r - r0) * w, buf + (r - r0) * w, w, nullptr,
-                        p.index_base + r * p.cols + c0);
+  float* e_col = buf;
+  float* d_col = buf + w;
+  // Blocks of 2^shift columns, a whole number of vectors, starting on a vector: one broadcast
+  // scale per vector.
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  const bool pow2 = (p.bc & (p.bc - 1)) == 0;
+  const bool per_block = p.bc > 1 && pow2 && p.bc % N == 0 && c0 % N == 0;
+  const int shift = per_block ? hwy::Num0BitsBelowLS1Bit_Nonzero64(p.bc) : 0;
+  for (size_t r = r0; r < r1; ++r) {
+    const size_t rb = r / p.br;
+    const float* x = in + r * p.cols + c0;
+    float* o = out + r * p.cols + c0;
+    const uint64_t index = p.index_base + r * p.cols + c0;
+    if (per_block) {
+      QuantizeRow<true>(p, x, enc + rb * p.nbc, dec + rb * p.nbc, o, c0, w, shift, index, counts != nullptr, k);
+      continue;
+    }
+    const float* e = enc + rb * p.nbc + c0;  // a block per column: the scales are per column already
+    const float* d = dec + rb * p.nbc + c0;
+    if (p.bc != 1) {
+      if (r == r0 || r % p.br == 0) {  // the block-row's scales spread over its columns
+        for (size_t b = c0 / p.bc; b * p.bc < c1; ++b) {
+          const size_t s0 = std::max(c0, b * p.bc) - c0, s1 = std::min(c1, b * p.bc + p.bc) - c0;
+          std::fill(e_col + s0, e_col + s1, enc[rb * p.nbc + b]);
+          std::fill(d_col + s0, d_col + s1, dec[rb * p.nbc + b]);
+        }
+      }
+      e = e_col, d = d_col;
+    }
+    QuantizeRow<false>(p, x, e, d, o, c0, w, 0, index, counts != nullptr, k);
   }
-  for (size_t r = r0; r < r1; ++r)
-    DecodeRow(p, in + r * p.cols, dec + (r / p.br) * p.nbc, buf + (r - r0) * w, out + r * p.cols, c0, c1, count, k);
   if (counts) {
     counts->saturated += k.saturated;
     counts->flushed += k.flushed;

@@ -55,7 +55,8 @@ void block_tile_amax(const BlockKernelParams& p, const float* in, size_t r0, siz
 // enc and dec of n consecutive blocks from their amax (MX rules and NVFP4; not kAmax, not plain).
 void block_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec);
 // Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of in into out (which may alias
-// in). buf holds (r1 - r0) * (c1 - c0) floats. counts: null, or the counts to add to.
+// in). buf holds 2 * (c1 - c0) floats (the scales spread over columns). counts: null, or the
+// counts to add to.
 void block_tile_quantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
                          size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
                          BlockPassCounts* counts);
