@@ -110,6 +110,28 @@ Recipe build_preset(std::string_view n) {
     r = scaled("e2m1", "e2m1", Scaling::kMx, 32);
   } else if (n == "nvfp4") {
     r = scaled("e2m1", "e2m1", Scaling::kNvfp4, 16, Rounding::kStochastic);
+  } else if (n == "ddp8-bf16-ring" || n == "ddp8-bf16-tree" || n == "ddp8-bf16-fp32acc") {
+    // BF16 autocast, 8 workers summing BF16 buckets as NCCL does (tensor_cores_and_reductions.md 4.1).
+    r = amp("bf16");
+    r.parallel.workers = 8;
+    r.parallel.format_name = "bf16";
+    r.parallel.format = format_by_name("bf16");
+    r.parallel.algorithm = n == "ddp8-bf16-ring"   ? AllReduceAlgorithm::kRing
+                           : n == "ddp8-bf16-tree" ? AllReduceAlgorithm::kTree
+                                                   : AllReduceAlgorithm::kFp32Accumulate;
+  } else if (n == "accum16-bf16-buffer" || n == "accum16-bf16-sr" || n == "accum16-bf16-kahan") {
+    // BF16 autocast with 16 micro-batches summed in a BF16 buffer (reference 5.2, 5.3).
+    r = amp("bf16");
+    r.accumulation.micro_batches = 16;
+    r.accumulation.buffer_format_name = "bf16";
+    r.accumulation.buffer_format = format_by_name("bf16");
+    r.accumulation.rounding = n == "accum16-bf16-buffer" ? BufferRounding::kNearestEven
+                              : n == "accum16-bf16-sr"   ? BufferRounding::kStochastic
+                                                         : BufferRounding::kKahan;
+  } else if (n == "accum-hf-bug") {
+    // FP32, 4 micro-batches, loss averaged per micro-batch (the Hugging Face Trainer bug, reference 5.1).
+    r.accumulation.micro_batches = 4;
+    r.accumulation.normalization = LossNormalization::kMeanPerMicroBatch;
   } else {
     std::string known;
     for (const auto& k : recipe_preset_names()) known += (known.empty() ? "" : ", ") + k;
@@ -188,7 +210,8 @@ GemmSpec gemm_from(const json& j, const std::string& where) {
 std::string_view to_string(Role r) {
   static constexpr std::string_view kNames[] = {"weights",     "master_weights",   "activations",
                                                 "gemm_in_forward", "gemm_in_dgrad", "gemm_in_wgrad",
-                                                "activation_grads", "weight_grads", "optimizer_state"};
+                                                "activation_grads", "weight_grads", "optimizer_state",
+                                                "grad_accumulation"};
   return kNames[static_cast<int>(r)];
 }
 
@@ -217,7 +240,9 @@ const std::vector<std::string>& recipe_preset_names() {
   static const std::vector<std::string> kNames = {
       "fp32",         "bf16-amp",      "fp16-amp",    "fp16-amp-static", "fp16-noscale",
       "bf16-pure",    "bf16-pure-sr",  "bf16-pure-kahan", "fp8-delayed", "fp8-current",
-      "fp8-blockwise", "mxfp8",        "mxfp6",       "mxfp4",           "nvfp4"};
+      "fp8-blockwise", "mxfp8",        "mxfp6",       "mxfp4",           "nvfp4",
+      "ddp8-bf16-ring", "ddp8-bf16-tree", "ddp8-bf16-fp32acc", "accum16-bf16-buffer", "accum16-bf16-sr",
+      "accum16-bf16-kahan", "accum-hf-bug"};
   return kNames;
 }
 
@@ -242,7 +267,9 @@ nlohmann::json recipe_to_json(const Recipe& r) {
                             {"backoff_factor", r.loss_scaling.backoff_factor},
                             {"growth_interval", r.loss_scaling.growth_interval}}},
           {"amax_history_len", r.amax_history_len},
-          {"margin", r.margin}};
+          {"margin", r.margin},
+          {"parallel", parallel_to_json(r.parallel)},
+          {"accumulation", accumulation_to_json(r.accumulation)}};
 }
 
 Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) {
@@ -298,11 +325,13 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
   r.amax_history_len = merged["amax_history_len"].get<int>();
   if (r.amax_history_len < 1) throw std::invalid_argument("amax_history_len must be >= 1");
   r.margin = merged["margin"].get<int>();
+  r.parallel = parallel_from_json(merged["parallel"]);
+  r.accumulation = accumulation_from_json(merged["accumulation"]);
   return r;
 }
 
 std::string recipe_keys_doc() {
-  return R"(recipe keys (every key optional; unspecified keys come from the preset):
+  return std::string(R"(recipe keys (every key optional; unspecified keys come from the preset):
   preset            one of the preset names; default: the recipe's own name
   weights           {format, rounding}: compute copy of the weights, cast from the master copy each step
   master_weights    format of the copy the optimizer updates, or "none" (weights updated in place)
@@ -317,7 +346,8 @@ std::string recipe_keys_doc() {
   gemm.{forward,dgrad,wgrad}.accum  accumulation model of the GEMM (fp32-seq)
   loss_scaling      {mode: none|static|dynamic, init_scale, growth_factor, backoff_factor, growth_interval}
   amax_history_len  delayed scaling window (TE default 1024)
-  margin            delayed/current scaling margin: scale = fmt_max / amax / 2^margin)";
+  margin            delayed/current scaling margin: scale = fmt_max / amax / 2^margin
+)") + split_keys_doc();
 }
 
 }  // namespace precsim

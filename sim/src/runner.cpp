@@ -35,13 +35,24 @@ std::vector<double> perturb_one_ulp(const std::vector<double>& w, uint64_t seed)
   return p;
 }
 
-BatchView batch_view(const Dataset& d, const std::vector<int>& idx, std::vector<double>& x, std::vector<int32_t>& y,
-                     std::vector<double>& t) {
+struct BatchBuffers {
+  std::vector<double> x, t, items;
+  std::vector<int32_t> y;
+};
+
+BatchView batch_view(const Dataset& d, const std::vector<double>& row_items, const std::vector<int>& idx,
+                     BatchBuffers& buf) {
+  std::vector<double>& x = buf.x;
+  std::vector<double>& t = buf.t;
+  std::vector<int32_t>& y = buf.y;
   const int f = d.features, o = d.outputs;
   x.resize(idx.size() * f);
   for (size_t i = 0; i < idx.size(); ++i)
     std::copy_n(d.x_train.begin() + size_t(idx[i]) * f, f, x.begin() + i * f);
   BatchView b{x.data(), nullptr, nullptr, int(idx.size())};
+  buf.items.resize(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) buf.items[i] = row_items[idx[i]];
+  b.items = buf.items.data();
   if (d.task == Task::kClassification) {
     y.resize(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) y[i] = d.y_train[idx[i]];
@@ -71,6 +82,9 @@ struct VariantRun {
   std::vector<double> loss_window;
   json series = json::object(), local = json::object(), evals = json::object(), histograms = json::array();
   std::vector<double> local_grad_err, local_grad_cos, local_update_err, local_underflow;
+  // A split variant's own arithmetic without the split (1 worker, 1 micro-batch), at shadow steps.
+  std::unique_ptr<Trainer<float>> unsplit;
+  std::vector<double> split_grad_err, split_grad_cos;
 };
 
 void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
@@ -123,20 +137,24 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
     v.recipe = &r;
     v.trainer = std::make_unique<Trainer<float>>(layout, &r, c.optimizer, data.task, seed, n_steps);
     v.state = v.trainer->init_state(init);
+    if (r.parallel.workers * r.accumulation.micro_batches > 1) {
+      v.unsplit = std::make_unique<Trainer<float>>(layout, &r, c.optimizer, data.task, seed, n_steps);
+      v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{});
+    }
     runs.push_back(std::move(v));
   }
   json ref_series = json::object(), ref_evals = json::object();
   std::vector<double> ref_window;
   double ref_initial_loss = 0, ref_last = 0;
+  const std::vector<double> row_items = row_item_counts(c.items, data.train_count(), seed);
   std::vector<int> idx;
-  std::vector<double> bx, bt;
-  std::vector<int32_t> by;
+  BatchBuffers bb;
   std::vector<double> ref_grad, ref_before;
   const BatchView held = heldout_view(data);
 
   for (int64_t step = 0; step < n_steps; ++step) {
     batch_indices(idx, data.train_count(), c.batch, seed, uint64_t(step));
-    const BatchView b = batch_view(data, idx, bx, by, bt);
+    const BatchView b = batch_view(data, row_items, idx, bb);
     const bool log = step % log_every == 0 || step == n_steps - 1;
     const bool shadow = c.shadow_every > 0 && step % c.shadow_every == 0;
     const bool eval = (step + 1) % eval_every == 0 || step == n_steps - 1;
@@ -204,6 +222,20 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
         v.local_grad_cos.push_back(gc);
         v.local_update_err.push_back(ue);
         v.local_underflow.push_back(uf);
+        double se = 0, sc = 1;
+        if (v.unsplit) {
+          RunState<float> one = v.state.clone();
+          one.weights.assign(before.begin(), before.end());
+          std::vector<float> g1;
+          v.unsplit->step(one, b, step, &g1);
+          const std::vector<double> g1d = to_double(g1);
+          se = rel_error(g, g1d);
+          sc = cosine(g, g1d);
+        }
+        v.split_grad_err.push_back(se);
+        v.split_grad_cos.push_back(sc);
+        push(v.local, "split_grad_rel_err", se);
+        push(v.local, "split_grad_cosine", sc);
         push(v.local, "step", double(step));
         push(v.local, "grad_rel_err", ge);
         push(v.local, "grad_cosine", gc);
@@ -285,6 +317,8 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
                     {"local_grad_cosine", json_number(window_mean(v.local_grad_cos))},
                     {"local_update_rel_err", json_number(window_mean(v.local_update_err))},
                     {"local_weight_grad_underflow", json_number(window_mean(v.local_underflow))},
+                    {"local_split_grad_rel_err", json_number(window_mean(v.split_grad_err))},
+                    {"local_split_grad_cosine", json_number(v.split_grad_cos.empty() ? 1.0 : window_mean(v.split_grad_cos))},
                     {"weight_distance", json_number(dist)},
                     {"chaos_floor", json_number(chaos_final)},
                     {"drift_over_chaos_floor", json_number(dist / chaos_final)},
@@ -316,7 +350,8 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
 const char* const kAggregated[] = {"final_loss",         "heldout_loss",       "heldout_accuracy",
                                    "loss_gap",           "heldout_loss_gap",   "heldout_accuracy_gap",
                                    "local_grad_rel_err", "local_grad_cosine",  "local_update_rel_err",
-                                   "local_weight_grad_underflow", "weight_distance", "chaos_floor",
+                                   "local_weight_grad_underflow", "local_split_grad_rel_err",
+                                   "local_split_grad_cosine", "weight_distance", "chaos_floor",
                                    "drift_over_chaos_floor", "underflow_fraction", "stagnation_fraction",
                                    "skipped_steps",      "final_loss_scale"};
 
@@ -328,6 +363,8 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
   // Stored activations of one batch: every layer's input, linear output and activation output.
   double acts = 0;
   for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm ? s.out : 0));
+  const int parts = r.parallel.workers * r.accumulation.micro_batches;
+  const double micro_acts = acts / parts;  // rows are the only batch-dependent factor
   double scale_overhead = 0;
   for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
     for (const OperandSpec* op : {&g->a, &g->b})
@@ -340,9 +377,15 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
   const double grads = bytes(r.weight_grads.format, n);
   const double states = bytes(r.optimizer_state.format, n) * (o.kind == "adamw" ? 2 : 1);
   const double act = bytes(r.activations.format, acts);
-  const double total = weights + master + kahan + grads + states + act;
+  const double micro_act = bytes(r.activations.format, micro_acts);
+  // One worker's accumulation buffer beside the gradients (and its compensation), when N > 1.
+  const AccumulationSpec& a = r.accumulation;
+  const double accum = a.micro_batches > 1 ? bytes(a.buffer_format, n) * (a.rounding == BufferRounding::kKahan ? 2 : 1) : 0.0;
+  // Per worker: everything is replicated, activations are those of one micro-batch.
+  const double total = weights + master + kahan + grads + states + accum + micro_act;
   return {{"weights", weights},         {"master_weights", master}, {"kahan_compensation", kahan},
-          {"gradients", grads},         {"optimizer_state", states}, {"activations_one_batch", act},
+          {"gradients", grads},         {"optimizer_state", states}, {"accumulation_buffer", accum},
+          {"activations_one_batch", act}, {"activations_one_micro_batch", micro_act},
           {"gemm_operand_scales_per_element_bytes", scale_overhead / 6.0}, {"total", total}};
 }
 
@@ -354,6 +397,7 @@ nlohmann::json run_training(const TrainConfig& c, const Progress& progress) {
     const MlpLayout l = make_mlp_layout(c.model, d.features, d.outputs);
     if (c.batch > d.train_count())
       throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, d.train_count()));
+    for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
     for (const Recipe& r : c.variants)
       for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
         parse_accum_model(g->accum);
@@ -381,6 +425,8 @@ nlohmann::json run_training(const TrainConfig& c, const Progress& progress) {
     json v = {{"name", c.variants[vi].name},
               {"preset", c.variants[vi].preset},
               {"summary", agg},
+              {"split", {{"workers", c.variants[vi].parallel.workers},
+                         {"micro_batches", c.variants[vi].accumulation.micro_batches}}},
               {"memory_bytes", memory_estimate(c.variants[vi], l0, c.optimizer, c.batch)}};
     if (c.seeds > 1) v["summary_ci95"] = ci;
     variants.push_back(v);
@@ -400,6 +446,21 @@ std::string summary_table(const nlohmann::json& results) {
                      v["name"].get<std::string>(), num("final_loss"), num("heldout_loss"), num("loss_gap"),
                      num("heldout_accuracy"), num("local_grad_rel_err"), num("drift_over_chaos_floor"),
                      num("underflow_fraction"), num("skipped_steps"), div);
+  }
+  // Split variants: the error the split alone adds, and the activation memory it saves.
+  bool any_split = false;
+  for (const auto& v : results["variants"])
+    any_split |= v.contains("split") && v["split"]["workers"].get<int>() * v["split"]["micro_batches"].get<int>() > 1;
+  if (!any_split) return t;
+  t += fmt::format("\n{:<20} {:>9} {:>12} {:>14} {:>14} {:>14}\n", "variant", "W x N", "split_err", "split_cosine",
+                   "act_bytes_mb", "act_bytes_all");
+  for (const auto& v : results["variants"]) {
+    const auto& s = v["summary"];
+    t += fmt::format("{:<20} {:>9} {:>12.3g} {:>14.8f} {:>14.0f} {:>14.0f}\n", v["name"].get<std::string>(),
+                     fmt::format("{} x {}", v["split"]["workers"].get<int>(), v["split"]["micro_batches"].get<int>()),
+                     read_number(s["local_split_grad_rel_err"]), read_number(s["local_split_grad_cosine"]),
+                     v["memory_bytes"]["activations_one_micro_batch"].get<double>(),
+                     v["memory_bytes"]["activations_one_batch"].get<double>());
   }
   return t;
 }

@@ -28,6 +28,7 @@ json train_config_to_json(const TrainConfig& c) {
           {"divergence_factor", c.divergence_factor},
           {"histogram_steps", c.histogram_steps},
           {"data", data_config_to_json(c.data)},
+          {"items", items_config_to_json(c.items)},
           {"model", mlp_config_to_json(c.model)},
           {"optimizer", optimizer_config_to_json(c.optimizer)},
           {"recipes", recipes}};
@@ -40,15 +41,17 @@ TrainConfig train_config_from_json(const json& j) {
   base.erase("data");
   base.erase("model");
   base.erase("optimizer");
+  base.erase("items");
+  base["items"] = json::object();
   base["data"] = json::object();
   base["model"] = json::object();
   base["optimizer"] = json::object();
   json top = j;
-  for (const char* k : {"data", "model", "optimizer"})
+  for (const char* k : {"data", "items", "model", "optimizer"})
     if (top.contains(k) && !top[k].is_object()) throw std::invalid_argument(fmt::format("config key '{}': expected an object", k));
   // Sections are checked by their own parsers; here only the top-level keys and types.
   json shallow = top;
-  for (const char* k : {"data", "model", "optimizer"})
+  for (const char* k : {"data", "items", "model", "optimizer"})
     if (shallow.contains(k)) shallow[k] = json::object();
   const json m = merge_config(base, shallow, "config");
   c.steps = m["steps"];
@@ -70,6 +73,7 @@ TrainConfig train_config_from_json(const json& j) {
     throw std::invalid_argument("shadow_every, log_every and eval_every must be >= 0");
   if (!(c.divergence_factor > 1)) throw std::invalid_argument("divergence_factor must be > 1");
   c.data = data_config_from_json(top.value("data", json::object()));
+  c.items = items_config_from_json(top.value("items", json::object()));
   c.model = mlp_config_from_json(top.value("model", json::object()));
   c.optimizer = optimizer_config_from_json(top.value("optimizer", json::object()));
   std::set<std::string> names;
@@ -92,13 +96,15 @@ TrainConfig train_config_from_json(const json& j) {
     c.variants.push_back(rec);
   }
   if (c.variants.empty()) throw std::invalid_argument("recipes: give at least one recipe");
+  for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
   return c;
 }
 
 std::string train_config_doc() {
   return std::string(R"(precsim train configuration (JSON; every key optional, unknown keys are errors)
   steps               optimizer steps (default 300)
-  batch               rows per step (default 64)
+  batch               rows per step: the global batch, split by each recipe's parallel.workers x
+                      accumulation.micro_batches (which must divide it); the reference takes it whole (64)
   seed                seed of the data, the initial weights, the batch order and stochastic rounding (1)
   seeds               repeat the whole experiment for seed, seed+1, ... and report mean and 95% interval (1)
   shadow_every        period of the local-error shadow steps; 0: none (10)
@@ -113,6 +119,9 @@ std::string train_config_doc() {
   data.outputs, data.teacher_hidden, data.target_scale, data.label_noise   teacher-student (1, 32, 1, 0)
   data.features_path, data.labels_path, data.heldout_fraction   npy: (N,F) float features; (N) int
                       class labels (data.classes) or (N[,O]) float targets; trailing fraction held out (0.2)
+  items.mask_fraction rows whose items are all masked (weight 0) (0)
+  items.min_per_row, items.max_per_row   items of an unmasked row, keyed uniform integer; the loss is
+                      sum items x row loss / items, so unequal counts tell the normalisations apart (1, 1)
   model.hidden        hidden widths ([64, 64])
   model.activation    relu | gelu (tanh form)
   model.layernorm     LayerNorm before each activation (false)

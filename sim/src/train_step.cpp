@@ -1,5 +1,7 @@
 #include "precsim/sim/train_step.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include "precsim/sim/gemm.h"
 #include "precsim/sim/layers.h"
 #include "precsim/sim/operand_quant.h"
+#include "precsim/sim/parallel_step.h"
 
 namespace precsim {
 namespace {
@@ -17,6 +20,10 @@ namespace {
 // Stochastic-rounding step offset of evaluation passes, so they never share bits with training.
 constexpr uint64_t kEvalStep = uint64_t{1} << 40;
 enum GemmKind : int { kFwd = 0, kDgrad = 1, kWgrad = 2 };
+// Stochastic-rounding step key of micro-batch `part` (worker w, micro-batch m: part = w N + m), so
+// that no two micro-batches share bits; part 0 keeps the plain step.
+constexpr int kPartShift = 44;
+constexpr uint32_t kAccumTensor = 1u << 25;
 
 template <class T>
 std::span<T> sp(std::vector<T>& v, size_t off, size_t n) {
@@ -58,6 +65,13 @@ struct Trainer<T>::Impl {
   std::vector<T> losses, probs, targets, dz, dprev, du, dres, tmp, qa, qb, act_grads;
   std::vector<int32_t> labels;
   RunState<T>* cur = nullptr;  // the state being stepped (delayed-scaling histories)
+  // The split of a step: per-worker accumulation buffers (and Kahan compensations), per-row loss
+  // gradients, and the parameter tensors in parameter order (the DDP bucket units).
+  ParallelSpec par;
+  AccumulationSpec acc;
+  std::vector<ParamRange> tensors;
+  std::vector<std::vector<T>> wacc, wcomp;
+  std::vector<T> row_dloss, sum_tmp;
 
   bool exact() const { return r == nullptr; }
 
@@ -190,10 +204,85 @@ struct Trainer<T>::Impl {
     }
   }
 
-  double mean_loss() const {
-    double s = 0;
-    for (int i = 0; i < rows; ++i) s += static_cast<double>(losses[i]);
-    return s / rows;
+  // buf = round(buf + g) in the accumulation buffer's format and rounding; comp is the Kahan
+  // compensation (Kahan 1965: y = g - c; t = fl(buf + y); c = fl((t - buf) - y); buf = t).
+  void accumulate(std::vector<T>& buf, std::vector<T>& comp, uint32_t part, uint64_t step, StepStats* st) {
+    TensorFormat bf;
+    bf.name = acc.buffer_format_name;
+    bf.format = acc.buffer_format;
+    bf.rounding = acc.rounding == BufferRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
+    if (identity(bf)) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] += grads[i];
+      return;
+    }
+    if (acc.rounding != BufferRounding::kKahan) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] += grads[i];
+      round(std::span<T>(buf), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
+      return;
+    }
+    sum_tmp.resize(buf.size());
+    for (size_t i = 0; i < buf.size(); ++i) {
+      grads[i] -= comp[i];               // y
+      sum_tmp[i] = buf[i] + grads[i];    // t before rounding
+    }
+    round(std::span<T>(sum_tmp), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
+    for (size_t i = 0; i < buf.size(); ++i) {
+      comp[i] = (sum_tmp[i] - buf[i]) - grads[i];
+      buf[i] = sum_tmp[i];
+    }
+    round(std::span<T>(comp), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
+  }
+
+  // One worker whose buffer and averaging leave every value unchanged (FP32 or wider, x 1/1).
+  bool trivial_allreduce() const {
+    if (par.workers != 1 || par.hook != CompressHook::kNone) return false;
+    TensorFormat f;
+    f.format = par.format;
+    return identity(f);
+  }
+
+  // Forward and backward of every micro-batch of every worker, accumulation, all-reduce: grads
+  // holds the all-reduced (still loss-scaled) gradient. Returns the loss of the global batch.
+  double split_gradient(const BatchView& b, uint64_t step, float scale, StepStats& st) {
+    const int w_count = par.workers, n_count = acc.micro_batches, parts = w_count * n_count;
+    if (b.rows % parts != 0)
+      throw std::invalid_argument(fmt::format("batch {} is not divisible by workers {} x micro-batches {}", b.rows,
+                                              w_count, n_count));
+    const int mb = b.rows / parts;
+    auto items = [&](int row) { return b.items ? b.items[row] : 1.0; };
+    double n_total = 0, loss_sum = 0;
+    for (int i = 0; i < b.rows; ++i) n_total += items(i);
+    const double divisor = average_divisor(par);
+    wacc.assign(size_t(w_count), std::vector<T>(L.param_count, T(0)));
+    wcomp.assign(acc.rounding == BufferRounding::kKahan ? size_t(w_count) : 0, std::vector<T>(L.param_count, T(0)));
+    std::vector<T> no_comp;
+    row_dloss.resize(size_t(mb));
+    for (int w = 0; w < w_count; ++w)
+      for (int m = 0; m < n_count; ++m) {
+        const int part = w * n_count + m, first = part * mb;
+        const uint64_t key = step + (uint64_t(part) << kPartShift);
+        BatchView sub;
+        sub.rows = mb;
+        sub.x = b.x + size_t(first) * L.input;
+        if (b.labels) sub.labels = b.labels + first;
+        if (b.targets) sub.targets = b.targets + size_t(first) * L.output;
+        forward(sub, key, true, &st);
+        double n_mb = 0;
+        for (int i = 0; i < mb; ++i) {
+          loss_sum += items(first + i) * static_cast<double>(losses[i]);
+          n_mb += items(first + i);
+        }
+        // The loss each row's gradient comes from, with the averaging's division undone in
+        // advance: global: items_i x D / n_total; per-micro-batch mean: items_i x D / (W N n_mb).
+        const double den = acc.normalization == LossNormalization::kGlobalItemCount ? n_total : double(parts) * n_mb;
+        for (int i = 0; i < mb; ++i)
+          row_dloss[i] = den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
+        backward(row_dloss.data(), key, &st);
+        if (parts == 1 && trivial_allreduce()) return n_total > 0 ? loss_sum / n_total : 0.0;  // grads is final
+        accumulate(wacc[w], wcomp.empty() ? no_comp : wcomp[w], uint32_t(part), step, &st);
+      }
+    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par);
+    return n_total > 0 ? loss_sum / n_total : 0.0;
   }
 
   void cast_weights(const RunState<T>& s, uint64_t step, StepStats* st) {
@@ -209,16 +298,21 @@ struct Trainer<T>::Impl {
           }
   }
 
-  void backward(float scale, uint64_t step, StepStats* st) {
+  // row_dloss[b]: d(scaled loss) / d(loss of row b).
+  void backward(const T* row_dloss, uint64_t step, StepStats* st) {
     const size_t n = L.layers.size();
     const TensorFormat ag = r ? r->activation_grads : TensorFormat{};
     const TensorFormat wg = r ? r->weight_grads : TensorFormat{};
     grads.assign(L.param_count, T(0));
     act_grads.clear();
-    dz.assign(size_t(rows) * L.output, T(0));
-    const T dloss = static_cast<T>(scale) / static_cast<T>(rows);
-    if (task == Task::kClassification) softmax_xent_backward(dz.data(), probs.data(), labels.data(), dloss, rows, L.output);
-    else mse_backward(dz.data(), in[n].data(), targets.data(), dloss, rows, L.output);
+    const size_t o = size_t(L.output);
+    dz.assign(size_t(rows) * o, T(0));
+    for (int b = 0; b < rows; ++b) {  // rows are independent: one call per row with its own weight
+      if (task == Task::kClassification)
+        softmax_xent_backward(dz.data() + b * o, probs.data() + b * o, labels.data() + b, row_dloss[b], 1, L.output);
+      else
+        mse_backward(dz.data() + b * o, in[n].data() + b * o, targets.data() + b * o, row_dloss[b], 1, L.output);
+    }
     round(std::span<T>(dz), ag, Role::kActivationGrads, 1u << 21, step, st);
     bool have_res = false;
     for (size_t li = n; li-- > 0;) {
@@ -327,6 +421,15 @@ Trainer<T>::Trainer(const MlpLayout& layout, const Recipe* recipe, const Optimiz
   impl_->task = task;
   impl_->seed = sr_seed;
   impl_->total_steps = total_steps;
+  for (const auto& l : layout.layers) {
+    impl_->tensors.push_back({l.w, size_t(l.in) * l.out});
+    impl_->tensors.push_back({l.b, size_t(l.out)});
+    if (l.layernorm) {
+      impl_->tensors.push_back({l.ln_w, size_t(l.out)});
+      impl_->tensors.push_back({l.ln_b, size_t(l.out)});
+    }
+  }
+  if (recipe) set_split(recipe->parallel, recipe->accumulation);
   if (recipe) {
     impl_->accum[kFwd] = parse_accum_model(recipe->forward.accum);
     impl_->accum[kDgrad] = parse_accum_model(recipe->dgrad.accum);
@@ -337,6 +440,15 @@ Trainer<T>::Trainer(const MlpLayout& layout, const Recipe* recipe, const Optimiz
 
 template <class T>
 Trainer<T>::~Trainer() = default;
+
+template <class T>
+void Trainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
+  if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
+  if (a.micro_batches < 1)
+    throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
+  impl_->par = p;
+  impl_->acc = a;
+}
 
 template <class T>
 RunState<T> Trainer<T>::init_state(const std::vector<double>& params) const {
@@ -361,9 +473,7 @@ StepStats Trainer<T>::step(RunState<T>& s, const BatchView& b, int64_t step, std
   StepStats st;
   st.loss_scale = s.scaler.scale();
   I.cast_weights(s, uint64_t(step), &st);
-  I.forward(b, uint64_t(step), true, &st);
-  st.loss = I.mean_loss();
-  I.backward(st.loss_scale, uint64_t(step), &st);
+  st.loss = I.split_gradient(b, uint64_t(step), st.loss_scale, st);
   if constexpr (std::is_same_v<T, float>) {
     st.found_inf = s.scaler.unscale(std::span<float>(I.grads));
   } else {

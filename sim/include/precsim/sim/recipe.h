@@ -13,6 +13,7 @@
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
+#include "precsim/sim/split.h"
 
 namespace precsim {
 
@@ -28,6 +29,7 @@ enum class Role : uint32_t {
   kActivationGrads,  // gradients flowing backwards between ops (the loss gradient included)
   kWeightGrads,      // parameter gradients as produced by the backward pass
   kOptimizerState,   // momentum / Adam moments
+  kGradAccumulation, // the gradient accumulation buffer across micro-batches (and its Kahan compensation)
   kCount
 };
 std::string_view to_string(Role);
@@ -95,6 +97,8 @@ struct Recipe {
   LossScaling loss_scaling;
   int amax_history_len = 1024;  // delayed scaling (TE default)
   int margin = 0;
+  ParallelSpec parallel;          // W workers and the all-reduce
+  AccumulationSpec accumulation;  // N micro-batches per worker
 
   bool has_master() const { return master_weights != "none"; }
 };

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/data.h"
+#include "precsim/sim/items.h"
 #include "precsim/sim/mlp.h"
 #include "precsim/sim/optimizer.h"
 #include "precsim/sim/recipe.h"
@@ -20,6 +21,7 @@ namespace precsim {
 
 struct TrainConfig {
   DataConfig data;
+  ItemsConfig items;  // items per row for loss normalisation (default: one each, the plain mean)
   MlpConfig model;
   OptimizerConfig optimizer;
   int64_t steps = 300;
@@ -50,7 +52,9 @@ using Progress = std::function<void(int, int64_t, int64_t)>;
 nlohmann::json run_training(const TrainConfig& c, const Progress& progress = {});
 
 // Bytes a recipe needs for the model's weights, master copy, gradients, optimizer state and the
-// stored activations of one batch, block-scale overhead included.
+// stored activations of one batch and of one micro-batch (batch / (workers x micro-batches) rows,
+// what one forward of the split step holds at its peak), block-scale overhead and the
+// accumulation buffer included.
 nlohmann::json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch);
 
 // The summary table (one row per variant) as text.

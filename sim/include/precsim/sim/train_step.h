@@ -35,7 +35,7 @@ struct RunState {
 };
 
 struct StepStats {
-  double loss = 0;          // mean loss of the batch, unscaled
+  double loss = 0;          // loss of the global batch, sum of items x row loss / items, unscaled
   bool found_inf = false;   // a non-finite gradient was seen
   bool skipped = false;     // the optimizer step was skipped (loss scaler)
   float loss_scale = 1.0f;  // the scale this step used
@@ -46,6 +46,7 @@ struct StepStats {
   std::array<uint64_t, static_cast<size_t>(Role::kCount)> role_nonzero{};
   uint64_t updates_intended = 0;  // parameters with a non-zero intended update
   uint64_t updates_lost = 0;      // ... whose stored value did not change (stagnation)
+  bool ranks_identical = true;    // every simulated rank ended the all-reduce with the same bits
 };
 
 struct BatchView {
@@ -53,6 +54,7 @@ struct BatchView {
   const int32_t* labels = nullptr;  // classification
   const double* targets = nullptr;  // regression (rows, outputs)
   int rows = 0;
+  const double* items = nullptr;    // (rows) items of each row, 0: masked; null: one each
 };
 
 struct EvalResult {
@@ -71,7 +73,14 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   RunState<T> init_state(const std::vector<double>& params) const;
-  // grads_out (optional): the unscaled gradient before clipping, as the optimizer sees it.
+  // How step() splits a batch (the recipe's split; 1 x 1 without a recipe). Throws
+  // std::invalid_argument on bad counts.
+  void set_split(const ParallelSpec& p, const AccumulationSpec& a);
+  // One optimizer step on the global batch b, split into workers x micro-batches: rows
+  // [(w N + m) R, (w N + m + 1) R) are worker w's micro-batch m. Throws std::invalid_argument if
+  // the split does not divide b.rows.
+  // grads_out (optional): the unscaled gradient before clipping, as the optimizer sees it (after
+  // accumulation and all-reduce).
   StepStats step(RunState<T>& s, const BatchView& b, int64_t step, std::vector<T>* grads_out = nullptr);
   EvalResult evaluate(const RunState<T>& s, const BatchView& b);
   // Activation gradients of the last step (all layers, in order), for exponent histograms.
