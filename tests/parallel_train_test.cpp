@@ -330,9 +330,9 @@ TEST(ParallelTrain, BadSplitsAreRefusedWithTheValueAndWhatIsAllowed) {
   EXPECT_EQ(config_error(with({{"parallel", {{"allreduce", {{"hook", "int8"}}}}}})),
             "parallel.allreduce.hook: unknown compression hook 'int8'; allowed: none, bf16, fp16");
   EXPECT_EQ(config_error(with({{"accumulation", {{"normalization", "per-token"}}}})),
-            "accumulation.normalization 'per-token' is unknown; allowed: global-item-count, mean-per-micro-batch");
+            "unknown accumulation.normalization 'per-token'; allowed: global-item-count, mean-per-micro-batch");
   EXPECT_EQ(config_error(with({{"accumulation", {{"rounding", "odd"}}}})),
-            "accumulation.rounding 'odd' is unknown; allowed: nearest-even, stochastic, kahan");
+            "unknown accumulation.rounding 'odd'; allowed: nearest-even, stochastic, kahan");
   EXPECT_NE(config_error(with({{"parallel", {{"allreduce", {{"bucket_mb", 0}}}}}})).find("bucket_mb 0 must be > 0"),
             std::string::npos);
   EXPECT_NE(config_error(with({{"parallel", {{"allreduce", {{"format", "int8"}}}}}})).find("parallel.allreduce.format"),

@@ -115,19 +115,17 @@ Recipe build_preset(std::string_view n) {
     r = amp("bf16");
     r.parallel.workers = 8;
     r.parallel.format_name = "bf16";
-    r.parallel.format = format_by_name("bf16");
-    r.parallel.algorithm = n == "ddp8-bf16-ring"   ? AllReduceAlgorithm::kRing
-                           : n == "ddp8-bf16-tree" ? AllReduceAlgorithm::kTree
-                                                   : AllReduceAlgorithm::kFp32Accumulate;
+    r.parallel.format = r.activations.format;
+    r.parallel.algorithm = parse_allreduce_algorithm(n == "ddp8-bf16-fp32acc" ? "fp32-accumulate" : n.substr(10));
   } else if (n == "accum16-bf16-buffer" || n == "accum16-bf16-sr" || n == "accum16-bf16-kahan") {
     // BF16 autocast with 16 micro-batches summed in a BF16 buffer (reference 5.2, 5.3).
     r = amp("bf16");
     r.accumulation.micro_batches = 16;
     r.accumulation.buffer_format_name = "bf16";
-    r.accumulation.buffer_format = format_by_name("bf16");
-    r.accumulation.rounding = n == "accum16-bf16-buffer" ? BufferRounding::kNearestEven
-                              : n == "accum16-bf16-sr"   ? BufferRounding::kStochastic
-                                                         : BufferRounding::kKahan;
+    r.accumulation.buffer_format = r.activations.format;
+    r.accumulation.rounding = n.ends_with("sr")      ? BufferRounding::kStochastic
+                              : n.ends_with("kahan") ? BufferRounding::kKahan
+                                                     : BufferRounding::kNearestEven;
   } else if (n == "accum-hf-bug") {
     // FP32, 4 micro-batches, loss averaged per micro-batch (the Hugging Face Trainer bug, reference 5.1).
     r.accumulation.micro_batches = 4;

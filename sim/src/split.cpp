@@ -5,32 +5,18 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "precsim/formats/name_table.h"
+
 namespace precsim {
 namespace {
 
 using nlohmann::json;
 
-template <typename E, size_t N>
-E parse_named(const std::string& s, const std::pair<E, std::string_view> (&names)[N], const char* key) {
-  for (const auto& [e, n] : names)
-    if (n == s) return e;
-  std::string allowed;
-  for (const auto& [e, n] : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  throw std::invalid_argument(fmt::format("{} '{}' is unknown; allowed: {}", key, s, allowed));
-}
-template <typename E, size_t N>
-std::string_view name_in(E v, const std::pair<E, std::string_view> (&names)[N]) {
-  for (const auto& [e, n] : names)
-    if (e == v) return n;
-  return "?";
-}
-
-const std::pair<BufferRounding, std::string_view> kRoundings[] = {
-    {BufferRounding::kNearestEven, "nearest-even"}, {BufferRounding::kStochastic, "stochastic"},
-    {BufferRounding::kKahan, "kahan"}};
-const std::pair<LossNormalization, std::string_view> kNorms[] = {
-    {LossNormalization::kGlobalItemCount, "global-item-count"},
-    {LossNormalization::kMeanPerMicroBatch, "mean-per-micro-batch"}};
+constexpr auto kRoundings = name_table<BufferRounding>({{BufferRounding::kNearestEven, "nearest-even"},
+                                                        {BufferRounding::kStochastic, "stochastic"},
+                                                        {BufferRounding::kKahan, "kahan"}});
+constexpr auto kNorms = name_table<LossNormalization>({{LossNormalization::kGlobalItemCount, "global-item-count"},
+                                                       {LossNormalization::kMeanPerMicroBatch, "mean-per-micro-batch"}});
 
 Format float_format(const std::string& name, const char* key) {
   std::string err;
@@ -53,8 +39,8 @@ auto with_key(const char* key, F&& parse) {
 
 }  // namespace
 
-std::string_view to_string(BufferRounding r) { return name_in(r, kRoundings); }
-std::string_view to_string(LossNormalization n) { return name_in(n, kNorms); }
+std::string_view to_string(BufferRounding r) { return kRoundings.name(r); }
+std::string_view to_string(LossNormalization n) { return kNorms.name(n); }
 
 json parallel_to_json(const ParallelSpec& p) {
   return {{"workers", p.workers},
@@ -105,8 +91,8 @@ AccumulationSpec accumulation_from_json(const json& j) {
     throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
   a.buffer_format_name = j.at("buffer_format").get<std::string>();
   a.buffer_format = float_format(a.buffer_format_name, "accumulation.buffer_format");
-  a.rounding = parse_named(j.at("rounding").get<std::string>(), kRoundings, "accumulation.rounding");
-  a.normalization = parse_named(j.at("normalization").get<std::string>(), kNorms, "accumulation.normalization");
+  a.rounding = kRoundings.parse(j.at("rounding").get<std::string>(), "accumulation.rounding");
+  a.normalization = kNorms.parse(j.at("normalization").get<std::string>(), "accumulation.normalization");
   return a;
 }
 
