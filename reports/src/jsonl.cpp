@@ -11,7 +11,8 @@
 namespace precsim {
 
 JsonlWriter::JsonlWriter(const std::filesystem::path& path, nlohmann::json header) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+  fd_ = path == "-" ? ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0)
+                    : ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
   if (fd_ < 0) throw std::runtime_error("cannot write '" + path.string() + "': " + std::strerror(errno));
   header["schema"] = kJsonlSchema;
   write_line(header);

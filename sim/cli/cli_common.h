@@ -16,6 +16,11 @@ namespace precsim::cli {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// SIGINT or SIGTERM stopped a run after its report of what finished was written (exit 128 + signal).
+struct Interrupted : std::runtime_error {
+  Interrupted(const std::string& what, int exit_code) : std::runtime_error(what), exit_code(exit_code) {}
+  int exit_code;
+};
 // No usable GPU (exit 3).
 struct NoDevice : std::runtime_error {
   using std::runtime_error::runtime_error;

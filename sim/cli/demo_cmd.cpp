@@ -23,6 +23,7 @@ namespace {
 struct Args {
   int64_t steps = 0;
   int threads = 0;
+  std::string jsonl;
   OutputOptions out;
 };
 
@@ -32,13 +33,14 @@ const Registrar reg(61, [](CLI::App& app) {
   a->out.out = "demo-report.json";
   cmd->add_option("--steps", a->steps, "override the number of steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
+  add_jsonl_option(cmd, a->jsonl);
   add_output_options(cmd, a->out);
   cmd->callback([a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     nlohmann::json j = nlohmann::json::parse(kDemoConfig);
     if (a->steps > 0) j["steps"] = a->steps;
     if (a->out.json && a->out.out == "demo-report.json") a->out.out.clear();
-    run_train_report(parse_train_config(j, "demo"), a->out);
+    run_train_report(parse_train_config(j, "demo"), a->out, a->jsonl);
   });
 });
 

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
+  } catch (const Interrupted& e) {
+    std::cerr << "precsim: " << e.what() << "\n";
+    return e.exit_code;
   } catch (const NoDevice& e) {
     std::cerr << "precsim: " << e.what() << "\n";
     return kExitNoDevice;

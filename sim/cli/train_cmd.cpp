@@ -19,6 +19,7 @@ struct Args {
   int batch = 0;
   int threads = 0;
   bool config_help = false;
+  std::string jsonl;
   OutputOptions out;
 };
 
@@ -58,7 +59,7 @@ void run(const Args& a) {
   if (a.seeds > 0) j["seeds"] = a.seeds;
   if (a.batch > 0) j["batch"] = a.batch;
   const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
-  run_train_report(c, a.out);
+  run_train_report(c, a.out, a.jsonl);
 }
 
 const Registrar reg(60, [](CLI::App& app) {
@@ -72,6 +73,7 @@ const Registrar reg(60, [](CLI::App& app) {
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
   cmd->add_flag("--config-help", a->config_help, "print every configuration key and the recipe presets");
+  add_jsonl_option(cmd, a->jsonl);
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });
 });

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <memory>
+
+#include "precsim/reports/interrupt.h"
+#include "precsim/reports/jsonl.h"
 
 namespace precsim::cli {
 
@@ -17,16 +21,35 @@ TrainConfig parse_train_config(const nlohmann::json& j, const std::string& sourc
   }
 }
 
-void run_train_report(const TrainConfig& c, const OutputOptions& out) {
+void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
+  cmd->add_option("--jsonl", jsonl,
+                  "stream one JSON line per logged step per variant to FILE while the run goes ('-': stdout, "
+                  "which then carries nothing else)");
+}
+
+void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl) {
+  if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
   check_output(out);
   Report r("train");
   r.config() = train_config_to_json(c);
   nlohmann::json seeds = nlohmann::json::array();
   for (int s = 0; s < c.seeds; ++s) seeds.push_back(c.seed + s);
   r.seeds() = {{"seed", c.seed}, {"seeds", seeds}};
+  std::unique_ptr<JsonlWriter> stream;
+  if (!jsonl.empty()) {
+    try {
+      stream = std::make_unique<JsonlWriter>(jsonl, nlohmann::json{{"kind", "train"}, {"config", r.config()}, {"seeds", r.seeds()}});
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("--jsonl: ") + e.what());
+    }
+  }
+  const InterruptGuard guard;
+  RunHooks hooks;
+  hooks.stop = [&guard] { return guard.requested(); };
+  if (stream) hooks.on_logged_step = [&stream](const nlohmann::json& rec) { stream->write(rec); };
   const bool tty = isatty(STDERR_FILENO);
   int last_pct = -1;
-  const Progress progress = [&](int si, int64_t step, int64_t total) {
+  hooks.progress = [&](int si, int64_t step, int64_t total) {
     const int pct = int((100 * (step + 1)) / total);
     if (pct == last_pct && step + 1 != total) return;
     last_pct = pct;
@@ -36,12 +59,22 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out) {
     if (step + 1 == total) std::cerr << (tty ? "\n" : ""), last_pct = -1;
   };
   try {
-    r.results() = run_training(c, progress);
+    r.results() = run_training(c, hooks);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (!out.json) std::cout << summary_table(r.results());
+  if (guard.requested()) {
+    r.set_status("interrupted");
+    if (tty) std::cerr << "\n";
+  }
+  if (!out.json && jsonl != "-") std::cout << summary_table(r.results());
   finish_report(r, out);
+  if (guard.requested()) {
+    const auto& runs = r.results()["runs"];
+    throw Interrupted(fmt::format("interrupted by signal {} after {} of {} steps of seed {}/{}; the report holds what finished",
+                                  guard.signal(), runs.back()["steps_completed"].get<int64_t>(), c.steps, runs.size(), c.seeds),
+                      guard.exit_code());
+  }
 }
 
 }  // namespace precsim::cli

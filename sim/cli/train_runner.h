@@ -1,6 +1,10 @@
 // Shared by `precsim train` and `precsim demo`: validates everything, runs the experiment with a
-// progress bar on stderr, prints the summary table and writes the train report.
+// progress bar on stderr, optionally streams logged steps as JSON Lines, prints the summary table
+// and writes the train report. SIGINT/SIGTERM end the run after the current step with a report of
+// what finished ("status": "interrupted") and exit code 128 + signal.
 #pragma once
+
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +15,9 @@ namespace precsim::cli {
 
 // Parses a config (throwing UsageError naming the bad key), before any long work.
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
-void run_train_report(const TrainConfig& c, const OutputOptions& out);
+// `jsonl`: "" for no stream, "-" for standard output (then no summary table), or a file.
+void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "");
+// Adds --jsonl to a training command.
+void add_jsonl_option(CLI::App* cmd, std::string& jsonl);
 
 }  // namespace precsim::cli

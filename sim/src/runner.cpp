@@ -116,7 +116,7 @@ json roles_json(const RoleStats& r, const std::array<uint64_t, kRoles>& nz) {
 }
 
 // One seed of the whole experiment.
-json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progress& progress) {
+json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHooks& hooks) {
   const Dataset data = make_dataset(c.data, seed);
   const MlpLayout layout = make_mlp_layout(c.model, data.features, data.outputs);
   const std::vector<double> init = init_mlp(layout, c.model, seed);
@@ -151,13 +151,15 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
   BatchBuffers bb;
   std::vector<double> ref_grad, ref_before;
   const BatchView held = heldout_view(data);
+  int64_t steps_completed = 0;
 
   for (int64_t step = 0; step < n_steps; ++step) {
+    const bool stopping = hooks.stop && hooks.stop();
     batch_indices(idx, data.train_count(), c.batch, seed, uint64_t(step));
     const BatchView b = batch_view(data, row_items, idx, bb);
-    const bool log = step % log_every == 0 || step == n_steps - 1;
+    const bool log = step % log_every == 0 || step == n_steps - 1 || stopping;
     const bool shadow = c.shadow_every > 0 && step % c.shadow_every == 0;
-    const bool eval = (step + 1) % eval_every == 0 || step == n_steps - 1;
+    const bool eval = (step + 1) % eval_every == 0 || step == n_steps - 1 || stopping;
     const bool hist = hist_steps.count(step) > 0;
 
     ref_before = ref.weights;
@@ -270,6 +272,12 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
         push(v.series, "loss_scale", st.loss_scale);
         push(v.series, "skipped_steps", double(v.skipped));
         push(v.series, "stagnation", st.updates_intended ? double(st.updates_lost) / double(st.updates_intended) : 0.0);
+        if (hooks.on_logged_step) {
+          json rec = {{"seed", seed}, {"step", step}, {"variant", v.recipe->name}};
+          for (const auto& [key, values] : v.series.items())
+            if (key != "step") rec[key] = values.back();
+          hooks.on_logged_step(rec);
+        }
       }
       if (eval) {
         const EvalResult e = v.trainer->evaluate(v.state, held);
@@ -281,7 +289,9 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
                          (st.loss > c.divergence_factor * rs.loss && st.loss > ref_initial_loss);
       if (blown) v.diverged_at = step;
     }
-    if (progress) progress(seed_index, step, n_steps);
+    if (hooks.progress) hooks.progress(seed_index, step, n_steps);
+    steps_completed = step + 1;
+    if (stopping) break;
   }
 
   json out = json::object();
@@ -289,6 +299,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const Progres
   const double ref_final = window_mean(ref_window);
   const double chaos_final = rel_error(chaos.weights, ref.weights);
   out["seed"] = seed;
+  out["steps_completed"] = steps_completed;
   out["reference"] = {{"final_loss", json_number(ref_final)},
                       {"last_loss", json_number(ref_last)},
                       {"initial_loss", json_number(ref_initial_loss)},
@@ -389,7 +400,7 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
           {"gemm_operand_scales_per_element_bytes", scale_overhead / 6.0}, {"total", total}};
 }
 
-nlohmann::json run_training(const TrainConfig& c, const Progress& progress) {
+nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
   // Build everything that can fail before the first step.
   for (int s = 0; s < c.seeds; ++s) {
@@ -406,7 +417,11 @@ nlohmann::json run_training(const TrainConfig& c, const Progress& progress) {
     (void)l;
   }
   json runs = json::array();
-  for (int s = 0; s < c.seeds; ++s) runs.push_back(run_seed(c, c.seed + s, s, progress));
+  for (int s = 0; s < c.seeds; ++s) {
+    if (s > 0 && hooks.stop && hooks.stop()) break;
+    runs.push_back(run_seed(c, c.seed + s, s, hooks));
+    if (runs.back()["steps_completed"] != c.steps) break;
+  }
   const Dataset d0 = make_dataset(c.data, c.seed);
   const MlpLayout l0 = make_mlp_layout(c.model, d0.features, d0.outputs);
   json variants = json::array();

@@ -20,8 +20,8 @@ inline constexpr std::string_view kJsonlSchema = "precsim.jsonl/1";
 
 class JsonlWriter {
  public:
-  // Creates or truncates `path` and writes the header line: `header` with "schema" added.
-  // Throws std::runtime_error naming the path.
+  // Creates or truncates `path` and writes the header line: `header` with "schema" added. The
+  // path "-" is standard output. Throws std::runtime_error naming the path.
   JsonlWriter(const std::filesystem::path& path, nlohmann::json header);
   ~JsonlWriter();
   JsonlWriter(const JsonlWriter&) = delete;

@@ -47,9 +47,21 @@ std::string train_config_doc();
 // Called after each step: (seed index, step, total steps).
 using Progress = std::function<void(int, int64_t, int64_t)>;
 
+// What a caller can hook into a run (all optional).
+struct RunHooks {
+  Progress progress;
+  // At every logged step, once per live variant: {"seed", "step", "variant", and the value of each
+  // of that variant's series at that step} (the --jsonl stream).
+  std::function<void(const nlohmann::json&)> on_logged_step;
+  // Polled once per step, before it runs. True makes that step the last one (logged and evaluated
+  // like a final step) and starts no further seed: the results then hold what finished, and each
+  // run's "steps_completed" says how far it got.
+  std::function<bool()> stop;
+};
+
 // The results object of a train report. Throws std::invalid_argument on data or shape errors
 // before any step runs.
-nlohmann::json run_training(const TrainConfig& c, const Progress& progress = {});
+nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks = {});
 
 // Bytes a recipe needs for the model's weights, master copy, gradients, optimizer state and the
 // stored activations of one batch and of one micro-batch (batch / (workers x micro-batches) rows,
