@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
@@ -85,6 +86,7 @@ struct VariantRun {
   // A split variant's own arithmetic without the split (1 worker, 1 micro-batch), at shadow steps.
   std::unique_ptr<Trainer<float>> unsplit;
   std::vector<double> split_grad_err, split_grad_cos;
+  json logged;  // this step's record for hooks.on_logged_step, emitted after the parallel loop
 };
 
 void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
@@ -276,7 +278,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
           json rec = {{"seed", seed}, {"step", step}, {"variant", v.recipe->name}};
           for (const auto& [key, values] : v.series.items())
             if (key != "step") rec[key] = values.back();
-          hooks.on_logged_step(rec);
+          v.logged = std::move(rec);
         }
       }
       if (eval) {
@@ -289,6 +291,10 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
                          (st.loss > c.divergence_factor * rs.loss && st.loss > ref_initial_loss);
       if (blown) v.diverged_at = step;
     }
+    // Outside the variant loop, in variant order: the stream's lines never depend on threads.
+    if (hooks.on_logged_step)
+      for (VariantRun& v : runs)
+        if (!v.logged.is_null()) hooks.on_logged_step(std::exchange(v.logged, json()));
     if (hooks.progress) hooks.progress(seed_index, step, n_steps);
     steps_completed = step + 1;
     if (stopping) break;
