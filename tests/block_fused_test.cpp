@@ -250,6 +250,58 @@ TEST(BlockFused, AnyThreadCountGivesTheSameBits) {
   omp_set_num_threads(omp_get_num_procs());
 }
 
+// block_quantize (fused path, codes from a table of the format's values) against the scalar
+// encoder, every target: codes, scales and layout.
+void expect_packed_matches_reference(const BlockScaling& s, const std::vector<float>& x, size_t rows, size_t cols) {
+  const BlockPacked want = block_quantize_reference(s, x, rows, cols, nullptr, 5);
+  for (const auto& target : quantize_simd_targets()) {
+    force_quantize_simd_target(target);
+    const BlockPacked got = block_quantize(s, x, rows, cols, nullptr, 5);
+    force_quantize_simd_target("");
+    const std::string what = target + " " + s.name + " axis=" + std::to_string(s.axis) + " rounding=" +
+                             std::string(to_string(s.element_options.rounding));
+    EXPECT_EQ(got.code_row_bytes, want.code_row_bytes) << what;
+    EXPECT_EQ(got.scale_rows, want.scale_rows) << what;
+    EXPECT_EQ(got.scale_cols, want.scale_cols) << what;
+    EXPECT_EQ(bits_of(got.tensor_scale), bits_of(want.tensor_scale)) << what;
+    EXPECT_EQ(got.scales, want.scales) << what;
+    ASSERT_EQ(got.codes.size(), want.codes.size()) << what;
+    int shown = 0;
+    for (size_t i = 0; i < got.codes.size() && shown < 5; ++i)
+      if (got.codes[i] != want.codes[i]) {
+        ADD_FAILURE() << what << ": code byte " << i << " fused " << int{got.codes[i]} << ", scalar " << int{want.codes[i]};
+        ++shown;
+      }
+    if (shown) return;
+  }
+}
+
+TEST(BlockFused, PackedCodesAndScalesMatchScalar) {
+  std::vector<std::string> schemes;
+  for (const char* e : kMxElements)
+    for (const char* r : kRules) schemes.push_back(join({e, ":rule=", r}));
+  for (const char* x : {"mxfp4:2d", "nvfp4", "nvfp4:2d", "fp8_e4m3:row", "fp8_e5m2:tile128:pow2", "fp8_e4m3:block128",
+                        "fp8_e4m3:tensor", "e4m3", "e2m1", "int8"})
+    schemes.emplace_back(x);
+  uint32_t seed = 11;
+  for (const auto& name : schemes)
+    for (const int axis : {1, 0})
+      for (const Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+        BlockScaling s = parse_block_scaling(name);
+        s.axis = axis;
+        s.element_options.rounding = r;
+        expect_packed_matches_reference(s, adversarial(s, 37, 100, seed), 37, 100);
+        seed += 3;
+      }
+  // Large enough for the threaded path.
+  for (const char* name : {"mxfp4", "nvfp4", "fp8_e4m3:row"})
+    for (const int axis : {1, 0}) {
+      BlockScaling s = parse_block_scaling(name);
+      s.axis = axis;
+      expect_packed_matches_reference(s, adversarial(s, 130, 260, seed++), 130, 260);
+    }
+}
+
 TEST(BlockFused, FixedEncodeScaleEqualsTheScaleDerivedFromAmax) {
   // Delayed scaling hands a per-tensor scale in; with the scale the current-scaling rule derives
   // (max_elem / amax in FP32) it must give the reference's current-scaling bits.

@@ -10,11 +10,15 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "block_kernel.h"
 #include "block_plan.h"
+#include "precsim/formats/quantize.h"
+#include "precsim/formats/rounding.h"
 
 namespace precsim {
 namespace {
@@ -209,16 +213,13 @@ BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
   return st;
 }
 
-}  // namespace
-
-bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
-                         BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
-  std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
-  if (!made) return false;
-  Fast& f = *made;
+// The fused pass over the whole array into out (decoded, or rounded values when !decode).
+void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size_t rows, size_t cols,
+               BlockStats* stats, uint64_t index_base, double tensor_amax, bool decode) {
   f.k.plan = &f.plan;  // the optional moved: point into its own copy
   f.k.scale_plan = &f.scale_plan;
   f.k.index_base = index_base;
+  f.k.decode = decode;
   if (stats && (s.is_plain() || s.rule == ScaleRule::kAmax)) f.nonfinite_amax.assign(f.amax.size(), 0.0f);
   const size_t n = rows * cols;
   const bool big = n >= (size_t{1} << 15);
@@ -283,6 +284,75 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
     st.nonfinite_inputs = nf;
     *stats += st;
   }
+}
+
+// Scales in block order as BlockPlan::pack_scales writes them.
+void pack_fast_scales(const BlockScaling& s, const Fast& f, BlockPacked& out) {
+  const size_t nbr = f.g.nbr, nbc = f.g.nbc;
+  out.scale_rows = s.axis == 1 ? nbr : nbc;
+  out.scale_cols = s.axis == 1 ? nbc : nbr;
+  const size_t width = s.scale_format == ScaleFormat::kFp32 || s.scale_format == ScaleFormat::kPow2Fp32 ? 4 : 1;
+  out.scales.assign(nbr * nbc * width, 0);
+  const Format e4m3 = format_by_name("float8_e4m3fn");
+  for (size_t rb = 0; rb < nbr; ++rb)
+    for (size_t cb = 0; cb < nbc; ++cb) {
+      const size_t i = rb * nbc + cb, idx = s.axis == 1 ? i : cb * nbr + rb;
+      const bool nonfinite = f.amax[i] >= kInfBits;
+      uint32_t code = std::bit_cast<uint32_t>(f.dec[i]);  // FP8 recipes: the FP32 decode scale
+      if (s.scale_format == ScaleFormat::kE8M0)
+        code = nonfinite ? 0xff : static_cast<uint32_t>(std::ilogb(f.dec[i]) - s.element_exp() + 127);
+      if (s.scale_format == ScaleFormat::kE4M3)
+        code = nonfinite ? 0x7f : static_cast<uint32_t>(encode(e4m3, f.dec[i]).code);
+      std::memcpy(out.scales.data() + idx * width, &code, width);  // little-endian host
+    }
+}
+
+}  // namespace
+
+bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
+                         BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
+  std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
+  if (!made) return false;
+  run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax, true);
+  return true;
+}
+
+bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size_t cols, uint64_t index_base,
+                       double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out) {
+  const Format& fmt = s.element;
+  if (code_bytes(fmt) != 1) return false;
+  std::optional<Fast> made = make_fast(s, rows, cols, -1);
+  if (!made) return false;
+  Fast& f = *made;
+  const size_t n = rows * cols;
+  std::vector<float> q(n);
+  run_fused(s, f, in, q.data(), rows, cols, nullptr, index_base, tensor_amax, false);
+  // Every finite value of the format, as float bits, to its canonical code (encode's).
+  std::unordered_map<uint32_t, uint8_t> code_of;
+  for (uint64_t c = 0; c < (uint64_t{1} << fmt.bits()); ++c) {
+    const double v = decode(fmt, c);
+    if (std::isfinite(v)) code_of.emplace(std::bit_cast<uint32_t>(static_cast<float>(v)),
+                                          static_cast<uint8_t>(encode(fmt, v, s.element_options).code));
+  }
+  codes.assign(n, 0);
+#pragma omp parallel for schedule(static) if (n >= (size_t{1} << 15))
+  for (int64_t r = 0; r < static_cast<int64_t>(rows); ++r) {
+    const size_t rb = static_cast<size_t>(r) / f.g.br;
+    for (size_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r) * cols + c, b = rb * f.g.nbc + c / f.g.bc;
+      if (f.amax[b] >= kInfBits && s.rule != ScaleRule::kAmax && !s.is_plain()) continue;  // NaN block: 0
+      const auto it = code_of.find(std::bit_cast<uint32_t>(q[i]));
+      if (it != code_of.end()) {
+        codes[i] = it->second;
+      } else {  // NaN: the scalar encoder on the scaled input, as the reference
+        float scaled = in[i] * f.enc[b];
+        if (f.k.elem_factor != 1.0f) scaled = scaled * f.k.elem_factor;
+        codes[i] = static_cast<uint8_t>(encode(fmt, scaled, s.element_options, index_base + i).code);
+      }
+    }
+  }
+  out.tensor_scale = f.k.tensor_dec;
+  if (!s.is_plain()) pack_fast_scales(s, f, out);
   return true;
 }
 

@@ -199,8 +199,11 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const fl
     return v;
   };
   auto sink = [&](size_t i, hn::Vec<decltype(df)> q, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-    auto v = hn::Mul(q, kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n));
-    if (nv) v = hn::Mul(v, td);
+    auto v = q;
+    if (p.decode) {
+      v = hn::Mul(q, kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n));
+      if (nv) v = hn::Mul(v, td);
+    }
     if (count) {  // x is read before out, which may alias it, is written
       const auto xa = hn::And(hn::BitCast(di, LoadPart(df, x + off + i, n)), abs);
       const auto finite = hn::Lt(xa, inf);

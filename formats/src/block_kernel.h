@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "precsim/formats/block_scaling.h"
 #include "quantize_f32_plan.h"
@@ -40,6 +41,7 @@ struct BlockKernelParams {
   SrKey sr_key;
   bool stochastic = false;
   uint64_t index_base = 0;
+  bool decode = true;  // false: out gets the rounded values in element units (for codes)
 };
 
 // Counts of the element pass (BlockStats order): |scaled| above the largest element, finite
@@ -64,6 +66,13 @@ void block_tile_quantize(const BlockKernelParams& p, const float* in, float* out
 // whose values are not all float32 values, empty arrays), and the scalar path runs.
 bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale);
+
+// The fast block_quantize for element formats of at most 8 bits: the element pass without decoding
+// gives each element's rounded value, whose code comes from a table of the format's values; the
+// rare values not in it (NaN) go through encode(). codes are row-major, one byte each, zero in
+// NaN blocks; out gets the scales and the tensor scale. False where the fast path does not apply.
+bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size_t cols, uint64_t index_base,
+                       double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out);
 
 // Largest finite |x| of n values (NaN and Inf ignored), as float bits.
 uint32_t finite_amax_bits(const float* in, size_t n);

@@ -186,33 +186,13 @@ void fake_quantize_with_scale(const BlockScaling& s, float encode_scale, std::sp
   finish_stats(p, c, stats);
 }
 
-BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
-                           BlockStats* stats, uint64_t index_base, double tensor_amax) {
-  check_shape(in, rows, cols);
-  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
-  BlockPacked out;
-  out.rows = rows, out.cols = cols, out.axis = s.axis;
-  out.tensor_scale = p.tensor_dec;
+namespace {
+
+// Row-major codes (code_bytes each) into the stored layout: rows along the block axis, FP4 two per
+// byte.
+void store_codes(const BlockScaling& s, std::vector<uint8_t>&& codes, BlockPacked& out) {
   const Format& f = s.element;
-  const size_t w = code_bytes(f);
-  // Codes in the array's row-major order first.
-  std::vector<uint8_t> codes(rows * cols * w);
-  const size_t n = rows * cols;
-  std::vector<float> scaled(n);
-  scale_chunk(p, in.data(), scaled.data(), 0, n);
-  encode_array(f, std::span<const float>(scaled), codes.data(), s.element_options, nullptr, index_base);
-  if (stats) {
-    // The counts come from the same arithmetic as the fake-quant path.
-    std::vector<float> fq(in.size());
-    block_fake_quantize(s, in, fq, rows, cols, stats, index_base, tensor_amax);
-  }
-  // NaN blocks: the scale carries the NaN; their element codes are zero.
-  const uint64_t zero = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const BlockScale* b = p.row_blocks(r);
-    for (size_t c = 0; c < cols; ++c)
-      if (b[c / p.bc].nan_block) std::copy_n(reinterpret_cast<const uint8_t*>(&zero), w, codes.data() + (r * cols + c) * w);
-  }
+  const size_t w = code_bytes(f), rows = out.rows, cols = out.cols;
   // Stored layout: rows along the block axis.
   const size_t srows = s.axis == 1 ? rows : cols, scols = s.axis == 1 ? cols : rows;
   std::vector<uint8_t> stored(codes.size());
@@ -231,6 +211,54 @@ BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, siz
     out.code_row_bytes = scols * w;
     out.codes = std::move(stored);
   }
+}
+
+}  // namespace
+
+BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
+                           BlockStats* stats, uint64_t index_base, double tensor_amax) {
+  check_shape(in, rows, cols);
+  BlockPacked out;
+  out.rows = rows, out.cols = cols, out.axis = s.axis;
+  std::vector<uint8_t> codes;
+  if (!fused_block_codes(s, in.data(), rows, cols, index_base, tensor_amax, codes, out))
+    return block_quantize_reference(s, in, rows, cols, stats, index_base, tensor_amax);
+  if (stats) {  // the counts of the fake-quant path
+    std::vector<float> fq(in.size());
+    block_fake_quantize(s, in, fq, rows, cols, stats, index_base, tensor_amax);
+  }
+  store_codes(s, std::move(codes), out);
+  return out;
+}
+
+BlockPacked block_quantize_reference(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
+                                     BlockStats* stats, uint64_t index_base, double tensor_amax) {
+  check_shape(in, rows, cols);
+  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
+  BlockPacked out;
+  out.rows = rows, out.cols = cols, out.axis = s.axis;
+  out.tensor_scale = p.tensor_dec;
+  const Format& f = s.element;
+  const size_t w = code_bytes(f);
+  // Codes in the array's row-major order first.
+  std::vector<uint8_t> codes(rows * cols * w);
+  const size_t n = rows * cols;
+  std::vector<float> scaled(n);
+  scale_chunk(p, in.data(), scaled.data(), 0, n);
+  encode_array(f, std::span<const float>(scaled), codes.data(), s.element_options, nullptr, index_base);
+  if (stats) {
+    // The counts come from the same arithmetic as the fake-quant path.
+    std::vector<float> fq(in.size());
+    block_fake_quantize_reference(s, in, fq, rows, cols, stats, index_base, tensor_amax);
+  }
+  // NaN blocks: the scale carries the NaN; their element codes are zero.
+  const uint64_t zero = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const BlockScale* b = p.row_blocks(r);
+    for (size_t c = 0; c < cols; ++c)
+      if (b[c / p.bc].nan_block) std::copy_n(reinterpret_cast<const uint8_t*>(&zero), w, codes.data() + (r * cols + c) * w);
+  }
+  store_codes(s, std::move(codes), out);
   p.pack_scales(out);
   return out;
 }

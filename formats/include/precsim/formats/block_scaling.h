@@ -143,6 +143,10 @@ struct BlockPacked {
 
 BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
                            BlockStats* stats = nullptr, uint64_t index_base = 0, double tensor_amax = -1);
+// The scalar reference of block_quantize (every element through encode()); tests compare.
+BlockPacked block_quantize_reference(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
+                                     BlockStats* stats = nullptr, uint64_t index_base = 0,
+                                     double tensor_amax = -1);
 // Exact values of a packed array, row-major rows x cols; gives the same bits as block_fake_quantize.
 void block_dequantize(const BlockScaling& s, const BlockPacked& p, std::span<float> out);
 // Decode value of one stored scale (index in block order).
