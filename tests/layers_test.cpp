@@ -40,6 +40,37 @@ TEST(Layers, LayerNormBackwardMatchesFiniteDifferences) {
   EXPECT_LT(fd_check(bias, db, loss), 1e-6);
 }
 
+TEST(Layers, BatchNormBackwardMatchesFiniteDifferencesAndNormalisesOverTheBatch) {
+  const int b = 4, c = 3;
+  std::vector<double> x = randn(b * c, 11), w = randn(c, 12), bias = randn(c, 13), dy = randn(b * c, 14);
+  std::vector<double> out(b * c), mean(c), var(c), rstd(c);
+  auto loss = [&] {
+    batchnorm_forward(out.data(), mean.data(), var.data(), rstd.data(), x.data(), w.data(), bias.data(), b, c);
+    double s = 0;
+    for (int i = 0; i < b * c; ++i) s += out[i] * dy[i];
+    return s;
+  };
+  loss();
+  // Each channel of (out - bias) / weight has mean 0 and biased variance var / (var + eps).
+  for (int i = 0; i < c; ++i) {
+    double m = 0, v = 0;
+    for (int r = 0; r < b; ++r) m += (out[r * c + i] - bias[i]) / w[i] / b;
+    for (int r = 0; r < b; ++r) v += std::pow((out[r * c + i] - bias[i]) / w[i] - m, 2) / b;
+    EXPECT_NEAR(m, 0.0, 1e-14);
+    EXPECT_NEAR(v, var[i] / (var[i] + 1e-5), 1e-13);
+  }
+  std::vector<double> dx(b * c, 0), dw(c, 0), db(c, 0);
+  batchnorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), b, c);
+  EXPECT_LT(fd_check(x, dx, loss), 1e-6);
+  EXPECT_LT(fd_check(w, dw, loss), 1e-6);
+  EXPECT_LT(fd_check(bias, db, loss), 1e-6);
+  // Evaluation with the batch's own statistics reproduces the training-mode output.
+  loss();  // fd_check left the outputs of its last perturbed call
+  std::vector<double> inf(b * c);
+  batchnorm_inference(inf.data(), x.data(), w.data(), bias.data(), mean.data(), var.data(), b, c);
+  for (int i = 0; i < b * c; ++i) EXPECT_NEAR(inf[i], out[i], 1e-14);
+}
+
 TEST(Layers, GeluSoftmaxXentAndMseBackwardMatchFiniteDifferences) {
   const int b = 4, v = 6;
   std::vector<double> z = randn(b * v, 5), dy = randn(b * v, 6), t = randn(b * v, 7);
@@ -109,6 +140,12 @@ TEST(Layers, MlpGradientMatchesFiniteDifferences) {
   MlpConfig relu;
   relu.hidden = {7};
   check_mlp(relu, Task::kClassification);
+  MlpConfig bn;
+  bn.hidden = {6, 6};
+  bn.activation = "gelu";
+  bn.batchnorm = true;
+  check_mlp(bn, Task::kClassification);
+  check_mlp(bn, Task::kRegression);
 }
 
 TEST(Layers, ResidualAndBiasBackwardAccumulate) {

@@ -2,7 +2,8 @@
 // the single large batch; the Hugging Face per-micro-batch normalisation differs by exactly the
 // amount computed from the micro-batches' own gradients; a BF16 accumulation buffer drifts and
 // stochastic rounding or Kahan compensation recover; the all-reduce runs through DDP buckets;
-// bad splits are refused before any step.
+// BatchNorm statistics per micro-batch break the equivalence that LayerNorm keeps; bad splits are
+// refused before any step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +39,9 @@ struct Problem {
   }
 };
 
-Problem make_problem(int rows, const ItemsConfig& items, bool layernorm = false, uint64_t seed = 5) {
+enum class Norm { kNone, kLayer, kBatch };
+
+Problem make_problem(int rows, const ItemsConfig& items, Norm norm = Norm::kNone, uint64_t seed = 5) {
   DataConfig dc;
   dc.features = 12;
   dc.classes = 5;
@@ -46,7 +49,8 @@ Problem make_problem(int rows, const ItemsConfig& items, bool layernorm = false,
   dc.heldout_size = 64;
   MlpConfig mc;
   mc.hidden = {24, 24};
-  mc.layernorm = layernorm;
+  mc.layernorm = norm == Norm::kLayer;
+  mc.batchnorm = norm == Norm::kBatch;
   mc.activation = "gelu";
   Problem p;
   p.data = make_dataset(dc, seed);
@@ -116,7 +120,7 @@ ItemsConfig unequal_items() {
 TEST(ParallelTrain, Fp64AccumulationAndAllReduceEqualTheLargeBatch) {
   for (const bool ln : {false, true}) {
     for (const ItemsConfig& items : {ItemsConfig{}, unequal_items()}) {
-      const Problem p = make_problem(64, items, ln);
+      const Problem p = make_problem(64, items, ln ? Norm::kLayer : Norm::kNone);
       double loss1 = 0;
       const std::vector<double> g1 = fp64_grad(p, p.batch(64), ParallelSpec{}, AccumulationSpec{}, &loss1);
       ASSERT_GT(norm2(g1), 0.0);
@@ -129,6 +133,62 @@ TEST(ParallelTrain, Fp64AccumulationAndAllReduceEqualTheLargeBatch) {
         }
       }
     }
+  }
+}
+
+TEST(ParallelTrain, BatchNormStopsSplitsBeingTheLargeBatchWhereLayerNormDoesNot) {
+  const Problem bn = make_problem(64, ItemsConfig{}, Norm::kBatch), ln = make_problem(64, ItemsConfig{}, Norm::kLayer);
+  const std::vector<double> bn1 = fp64_grad(bn, bn.batch(64), ParallelSpec{}, AccumulationSpec{});
+  const std::vector<double> ln1 = fp64_grad(ln, ln.batch(64), ParallelSpec{}, AccumulationSpec{});
+  for (const auto& [w, n] : {std::pair{1, 4}, {4, 1}, {2, 2}}) {
+    // Per micro-batch (N > 1) or per worker (W > 1) statistics: another function of the data.
+    const double e_bn = rel_error(fp64_grad(bn, bn.batch(64), workers(w), micro(n)), bn1);
+    const double e_ln = rel_error(fp64_grad(ln, ln.batch(64), workers(w), micro(n)), ln1);
+    std::printf("W %d x N %d: BatchNorm split vs large batch %.3g, LayerNorm %.3g\n", w, n, e_bn, e_ln);
+    EXPECT_GT(e_bn, 1e-2);
+    EXPECT_LT(e_ln, 1e-12);
+  }
+  // The split's BatchNorm gradient is the mean of the micro-batches' own (each normalised over its
+  // 16 rows), as the analytic decomposition says.
+  std::vector<double> expected(bn.layout.param_count, 0.0);
+  for (int part = 0; part < 4; ++part) {
+    const std::vector<double> g = fp64_grad(bn, bn.batch(16, part * 16), ParallelSpec{}, AccumulationSpec{});
+    for (size_t i = 0; i < g.size(); ++i) expected[i] += g[i] / 4;
+  }
+  EXPECT_LT(rel_error(fp64_grad(bn, bn.batch(64), workers(2), micro(2)), expected), 1e-12);
+}
+
+TEST(ParallelTrain, BatchNormRunningStatisticsServeEvaluation) {
+  const Problem p = make_problem(64, ItemsConfig{}, Norm::kBatch);
+  Trainer<double> tr(p.layout, nullptr, sgd(), p.data.task, 1, 10);
+  RunState<double> s = tr.init_state(p.init);
+  ASSERT_EQ(s.bn_mean.size(), 48u);  // two hidden layers of 24 channels
+  const EvalResult before = tr.evaluate(s, p.batch(64));
+  tr.step(s, p.batch(64), 0);
+  // One update with momentum 0.1 moves the running mean a tenth of the way to the batch mean.
+  double max_mean = 0;
+  for (double m : s.bn_mean) max_mean = std::max(max_mean, std::fabs(m));
+  EXPECT_GT(max_mean, 1e-3);
+  const EvalResult after = tr.evaluate(s, p.batch(64));
+  EXPECT_NE(before.loss, after.loss);
+  EXPECT_TRUE(std::isfinite(after.loss));
+}
+
+TEST(ParallelTrain, BatchNormSplitShowsInTheReportAndLayerNormSplitDoesNot) {
+  for (const char* norm : {"batchnorm", "layernorm"}) {
+    json c = json::parse(R"({"steps": 10, "batch": 32, "shadow_every": 2,
+      "data": {"features": 8, "classes": 4, "train_size": 256, "heldout_size": 64},
+      "model": {"hidden": [16, 16]}, "optimizer": {"kind": "sgd", "lr": 0.05},
+      "recipes": ["fp32", {"name": "fp32-2x4", "preset": "fp32", "parallel": {"workers": 2},
+                           "accumulation": {"micro_batches": 4}}]})");
+    c["model"][norm] = true;
+    const json res = run_training(train_config_from_json(c));
+    const json& split = res["variants"][1]["summary"];
+    const double e = read_number(split["local_split_grad_rel_err"]);
+    std::printf("%s, 2 workers x 4 micro-batches of 4 rows: split error %.3g\n", norm, e);
+    if (std::string(norm) == "batchnorm") EXPECT_GT(e, 1e-2);
+    else EXPECT_LT(e, 1e-5);  // FP32 summation order only
+    EXPECT_TRUE(std::isfinite(read_number(split["heldout_loss"])));
   }
 }
 
@@ -181,7 +241,7 @@ BufferErrors bf16_buffer_errors(int rows, int n, int keys) {
   BufferErrors e;
   const int batches = 2;
   for (int k = 0; k < batches; ++k) {
-    const Problem p = make_problem(rows, ItemsConfig{}, false, 20 + k);
+    const Problem p = make_problem(rows, ItemsConfig{}, Norm::kNone, 20 + k);
     Recipe r = recipe_preset("fp32");
     r.accumulation.micro_batches = n;
     const std::vector<double> g32 = fp32_grad(p, p.batch(rows), r);

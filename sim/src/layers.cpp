@@ -106,6 +106,65 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 }
 
 template <class T>
+void batchnorm_forward(T* out, T* mean, T* var, T* rstd, const T* inp, const T* weight, const T* bias, int batch,
+                       int c, double eps) {
+  for (int i = 0; i < c; ++i) {
+    T m = 0;
+    for (int b = 0; b < batch; ++b) m += inp[size_t(b) * c + i];
+    m = m / T(batch);
+    T v = 0;
+    for (int b = 0; b < batch; ++b) v += (inp[size_t(b) * c + i] - m) * (inp[size_t(b) * c + i] - m);
+    v = v / T(batch);
+    mean[i] = m;
+    var[i] = v;
+    rstd[i] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(v + T(eps))));
+  }
+  for (int b = 0; b < batch; ++b)
+    for (int i = 0; i < c; ++i) {
+      const size_t k = size_t(b) * c + i;
+      out[k] = (inp[k] - mean[i]) * rstd[i] * weight[i] + bias[i];
+    }
+}
+
+// The LayerNorm backward with rows and channels exchanged: the mean terms run over the batch.
+template <class T>
+void batchnorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
+                        const T* rstd, int batch, int c) {
+  for (int i = 0; i < c; ++i) {
+    const T m = mean[i], r = rstd[i];
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int b = 0; b < batch; ++b) {
+      const size_t k = size_t(b) * c + i;
+      const T dnorm = weight[i] * dout[k];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * ((inp[k] - m) * r);
+    }
+    dnorm_mean = dnorm_mean / T(batch);
+    dnorm_norm_mean = dnorm_norm_mean / T(batch);
+    for (int b = 0; b < batch; ++b) {
+      const size_t k = size_t(b) * c + i;
+      const T norm = (inp[k] - m) * r;
+      const T dnorm = weight[i] * dout[k];
+      dbias[i] += dout[k];
+      dweight[i] += norm * dout[k];
+      dinp[k] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
+    }
+  }
+}
+
+template <class T>
+void batchnorm_inference(T* out, const T* inp, const T* weight, const T* bias, const T* mean, const T* var, int batch,
+                         int c, double eps) {
+  for (int i = 0; i < c; ++i) {
+    const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var[i] + T(eps))));
+    for (int b = 0; b < batch; ++b) {
+      const size_t k = size_t(b) * c + i;
+      out[k] = (inp[k] - mean[i]) * r * weight[i] + bias[i];
+    }
+  }
+}
+
+template <class T>
 void softmax_xent_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int batch, int v) {
   for (int b = 0; b < batch; ++b) {
     const T* z = logits + size_t(b) * v;
@@ -172,6 +231,9 @@ void residual_backward(T* da, T* db, const T* dout, size_t n) {
   template void gelu_backward<T>(T*, const T*, const T*, size_t);                                     \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, double);     \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
+  template void batchnorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, int, int, double);  \
+  template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
+  template void batchnorm_inference<T>(T*, const T*, const T*, const T*, const T*, const T*, int, int, double); \
   template void softmax_xent_forward<T>(T*, T*, const T*, const int32_t*, int, int);                  \
   template void softmax_xent_backward<T>(T*, const T*, const int32_t*, T, int, int);                  \
   template void mse_forward<T>(T*, const T*, const T*, int, int);                                     \

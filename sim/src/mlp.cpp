@@ -15,6 +15,8 @@ MlpLayout make_mlp_layout(const MlpConfig& c, int input, int output) {
   if (c.activation == "relu") l.activation = Activation::kRelu;
   else if (c.activation == "gelu") l.activation = Activation::kGelu;
   else throw std::invalid_argument(fmt::format("unknown model.activation '{}'; allowed: relu, gelu", c.activation));
+  if (c.layernorm && c.batchnorm)
+    throw std::invalid_argument("model.layernorm and model.batchnorm are both true; choose one normalisation");
   if (input < 1 || output < 1) throw std::invalid_argument("model: input and output widths must be >= 1");
   l.input = input;
   l.output = output;
@@ -32,8 +34,13 @@ MlpLayout make_mlp_layout(const MlpConfig& c, int input, int output) {
     s.b = off;
     off += s.out;
     s.hidden = i + 1 < widths.size();
-    if (s.hidden && c.layernorm) {
-      s.layernorm = true;
+    if (s.hidden && (c.layernorm || c.batchnorm)) {
+      s.layernorm = c.layernorm;
+      s.batchnorm = c.batchnorm;
+      if (s.batchnorm) {
+        s.bn_stats = l.bn_channels;
+        l.bn_channels += size_t(s.out);
+      }
       s.ln_w = off;
       off += s.out;
       s.ln_b = off;
@@ -54,7 +61,7 @@ std::vector<double> init_mlp(const MlpLayout& l, const MlpConfig& c, uint64_t se
     const double sd = c.init_scale / std::sqrt(double(s.in));
     for (size_t k = 0; k < size_t(s.in) * s.out; ++k)
       p[s.w + k] = static_cast<float>(sd * standard_normal(seed, 1000 + i, k));
-    if (s.layernorm)
+    if (s.layernorm || s.batchnorm)
       for (int k = 0; k < s.out; ++k) p[s.ln_w + k] = 1.0;
   }
   return p;
@@ -64,6 +71,7 @@ nlohmann::json mlp_config_to_json(const MlpConfig& c) {
   return {{"hidden", c.hidden},
           {"activation", c.activation},
           {"layernorm", c.layernorm},
+          {"batchnorm", c.batchnorm},
           {"residual", c.residual},
           {"init_scale", c.init_scale}};
 }
@@ -78,6 +86,7 @@ MlpConfig mlp_config_from_json(const nlohmann::json& j) {
   }
   c.activation = m["activation"];
   c.layernorm = m["layernorm"];
+  c.batchnorm = m["batchnorm"];
   c.residual = m["residual"];
   c.init_scale = m["init_scale"];
   return c;

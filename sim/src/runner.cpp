@@ -379,7 +379,7 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
   auto bytes = [](const Format& f, double count) { return count * f.bits() / 8.0; };
   // Stored activations of one batch: every layer's input, linear output and activation output.
   double acts = 0;
-  for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm ? s.out : 0));
+  for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm || s.batchnorm ? s.out : 0));
   const int parts = r.parallel.workers * r.accumulation.micro_batches;
   const double micro_acts = acts / parts;  // rows are the only batch-dependent factor
   double scale_overhead = 0;

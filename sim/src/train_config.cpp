@@ -125,6 +125,10 @@ std::string train_config_doc() {
   model.hidden        hidden widths ([64, 64])
   model.activation    relu | gelu (tanh form)
   model.layernorm     LayerNorm before each activation (false)
+  model.batchnorm     BatchNorm there instead (false): training-mode statistics over the rows of each
+                      forward, i.e. per micro-batch of each worker in a split recipe; the reference
+                      normalises over the whole batch; evaluation uses running statistics (momentum
+                      0.1) updated by worker 0's micro-batches
   model.residual      h = x + act(...) where widths agree (false)
   model.init_scale    weights ~ N(0, init_scale^2 / fan_in) (1)
   optimizer.kind      sgd | adamw (adamw)

@@ -61,7 +61,8 @@ struct Trainer<T>::Impl {
   // Workspace, sized for the current batch.
   int rows = 0;
   std::vector<T> x, wc, grads, delta;
-  std::vector<std::vector<T>> in, z, ln_out, mean, rstd, act;  // per layer
+  std::vector<std::vector<T>> in, z, ln_out, mean, rstd, bvar, act;  // per layer
+  bool update_running = true;  // this forward updates BatchNorm running statistics (worker 0's)
   std::vector<T> losses, probs, targets, dz, dprev, du, dres, tmp, qa, qb, act_grads;
   std::vector<int32_t> labels;
   RunState<T>* cur = nullptr;  // the state being stepped (delayed-scaling histories)
@@ -102,15 +103,17 @@ struct Trainer<T>::Impl {
     ln_out.assign(n, {});
     mean.assign(n, {});
     rstd.assign(n, {});
+    bvar.assign(n, {});
     act.assign(n, {});
     for (size_t l = 0; l < n; ++l) {
       const auto& s = L.layers[l];
       in[l].resize(size_t(b) * s.in);
       z[l].resize(size_t(b) * s.out);
-      if (s.layernorm) {
+      if (s.layernorm || s.batchnorm) {
         ln_out[l].resize(size_t(b) * s.out);
-        mean[l].resize(b);
-        rstd[l].resize(b);
+        mean[l].resize(s.batchnorm ? s.out : b);  // BatchNorm: per channel; LayerNorm: per row
+        rstd[l].resize(s.batchnorm ? s.out : b);
+        bvar[l].resize(s.batchnorm ? s.out : 0);
       }
       if (s.hidden) act[l].resize(size_t(b) * s.out);
     }
@@ -160,11 +163,30 @@ struct Trainer<T>::Impl {
     }
   }
 
+  // BatchNorm: batch statistics in training mode, updating the running ones (PyTorch: momentum 0.1,
+  // unbiased variance); the running ones in evaluation.
+  void batchnorm(size_t l, bool train) {
+    const auto& s = L.layers[l];
+    T* rm = cur->bn_mean.data() + s.bn_stats;
+    T* rv = cur->bn_var.data() + s.bn_stats;
+    if (!train) {
+      batchnorm_inference(ln_out[l].data(), z[l].data(), wc.data() + s.ln_w, wc.data() + s.ln_b, rm, rv, rows, s.out);
+      return;
+    }
+    batchnorm_forward(ln_out[l].data(), mean[l].data(), bvar[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
+                      wc.data() + s.ln_b, rows, s.out);
+    if (!update_running) return;
+    const T mom = T(0.1), unbias = rows > 1 ? T(rows) / T(rows - 1) : T(1);
+    for (int i = 0; i < s.out; ++i) {
+      rm[i] = (T(1) - mom) * rm[i] + mom * mean[l][i];
+      rv[i] = (T(1) - mom) * rv[i] + mom * bvar[l][i] * unbias;
+    }
+  }
+
   void forward(const BatchView& bv, uint64_t step, bool train, StepStats* st) {
     resize(bv.rows);
     const size_t n = L.layers.size();
     for (size_t i = 0; i < in[0].size(); ++i) in[0][i] = static_cast<T>(bv.x[i]);
-    (void)train;
     for (size_t l = 0; l < n; ++l) {
       const auto& s = L.layers[l];
       const uint32_t tid = uint32_t(l) * 8;
@@ -177,9 +199,12 @@ struct Trainer<T>::Impl {
         continue;
       }
       const T* u = z[l].data();
-      if (s.layernorm) {
-        layernorm_forward(ln_out[l].data(), mean[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
-                          wc.data() + s.ln_b, rows, s.out);
+      if (s.layernorm || s.batchnorm) {
+        if (s.layernorm)
+          layernorm_forward(ln_out[l].data(), mean[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
+                            wc.data() + s.ln_b, rows, s.out);
+        else
+          batchnorm(l, train);
         if (r && !r->autocast) round(sp(ln_out[l], 0, cnt), r->activations, Role::kActivations, tid + 1, step, st);
         u = ln_out[l].data();
       }
@@ -266,6 +291,7 @@ struct Trainer<T>::Impl {
         sub.x = b.x + size_t(first) * L.input;
         if (b.labels) sub.labels = b.labels + first;
         if (b.targets) sub.targets = b.targets + size_t(first) * L.output;
+        update_running = w == 0;  // DDP broadcasts rank 0's buffers
         forward(sub, key, true, &st);
         double n_mb = 0;
         for (int i = 0; i < mb; ++i) {
@@ -278,9 +304,13 @@ struct Trainer<T>::Impl {
         for (int i = 0; i < mb; ++i)
           row_dloss[i] = den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
         backward(row_dloss.data(), key, &st);
-        if (parts == 1 && trivial_allreduce()) return n_total > 0 ? loss_sum / n_total : 0.0;  // grads is final
+        if (parts == 1 && trivial_allreduce()) {  // grads is final
+          update_running = true;
+          return n_total > 0 ? loss_sum / n_total : 0.0;
+        }
         accumulate(wacc[w], wcomp.empty() ? no_comp : wcomp[w], uint32_t(part), step, &st);
       }
+    update_running = true;
     st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par);
     return n_total > 0 ? loss_sum / n_total : 0.0;
   }
@@ -289,9 +319,9 @@ struct Trainer<T>::Impl {
     wc = s.weights;
     if (!r) return;
     round(std::span<T>(wc), r->weights, Role::kWeights, 1u << 20, step, st);
-    if (r->autocast)  // layer_norm runs in FP32 with the FP32 parameters (autocast list)
+    if (r->autocast)  // layer_norm (and here batch_norm) runs in FP32 with the FP32 parameters
       for (const auto& l : L.layers)
-        if (l.layernorm)
+        if (l.layernorm || l.batchnorm)
           for (int i = 0; i < l.out; ++i) {
             wc[l.ln_w + i] = s.weights[l.ln_w + i];
             wc[l.ln_b + i] = s.weights[l.ln_b + i];
@@ -336,15 +366,16 @@ struct Trainer<T>::Impl {
       have_res = p.residual;
       if (have_res) dres = dprev;
       const size_t cnt = size_t(rows) * p.out;
-      const T* u = p.layernorm ? ln_out[li - 1].data() : z[li - 1].data();
+      const T* u = p.layernorm || p.batchnorm ? ln_out[li - 1].data() : z[li - 1].data();
       du.assign(cnt, T(0));
       if (L.activation == Activation::kRelu) relu_backward(du.data(), u, dprev.data(), cnt);
       else gelu_backward(du.data(), u, dprev.data(), cnt);
       round(std::span<T>(du), ag, Role::kActivationGrads, tid + 3, step, st);
-      if (p.layernorm) {
+      if (p.layernorm || p.batchnorm) {
         dz.assign(cnt, T(0));
-        layernorm_backward(dz.data(), grads.data() + p.ln_w, grads.data() + p.ln_b, du.data(), z[li - 1].data(),
-                           wc.data() + p.ln_w, mean[li - 1].data(), rstd[li - 1].data(), rows, p.out);
+        (p.layernorm ? layernorm_backward<T> : batchnorm_backward<T>)(
+            dz.data(), grads.data() + p.ln_w, grads.data() + p.ln_b, du.data(), z[li - 1].data(), wc.data() + p.ln_w,
+            mean[li - 1].data(), rstd[li - 1].data(), rows, p.out);
         round(std::span<T>(dz), ag, Role::kActivationGrads, tid + 4, step, st);
         round(sp(grads, p.ln_w, p.out), wg, Role::kWeightGrads, tid + 5, step, st);
         round(sp(grads, p.ln_b, p.out), wg, Role::kWeightGrads, tid + 6, step, st);
@@ -424,7 +455,7 @@ Trainer<T>::Trainer(const MlpLayout& layout, const Recipe* recipe, const Optimiz
   for (const auto& l : layout.layers) {
     impl_->tensors.push_back({l.w, size_t(l.in) * l.out});
     impl_->tensors.push_back({l.b, size_t(l.out)});
-    if (l.layernorm) {
+    if (l.layernorm || l.batchnorm) {
       impl_->tensors.push_back({l.ln_w, size_t(l.out)});
       impl_->tensors.push_back({l.ln_b, size_t(l.out)});
     }
@@ -462,6 +493,8 @@ RunState<T> Trainer<T>::init_state(const std::vector<double>& params) const {
   s.kahan.assign(params.size(), T(0));
   s.m.assign(params.size(), T(0));
   s.v.assign(params.size(), T(0));
+  s.bn_mean.assign(impl_->L.bn_channels, T(0));
+  s.bn_var.assign(impl_->L.bn_channels, T(1));
   s.scaler = LossScaler(r ? r->loss_scaling : LossScaling{});
   return s;
 }

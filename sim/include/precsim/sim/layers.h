@@ -37,6 +37,20 @@ template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const T* mean, const T* rstd, int batch, int c);
 
+// BatchNorm in training mode: per channel, the mean and biased variance over the B rows of this
+// call (so a micro-batch normalises by its own statistics). out, inp are (B,C); weight, bias, mean,
+// var (biased), rstd (C).
+template <class T>
+void batchnorm_forward(T* out, T* mean, T* var, T* rstd, const T* inp, const T* weight, const T* bias, int batch,
+                       int c, double eps = 1e-5);
+template <class T>
+void batchnorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const T* mean, const T* rstd, int batch, int c);
+// Evaluation mode: the given (running) mean and variance.
+template <class T>
+void batchnorm_inference(T* out, const T* inp, const T* weight, const T* bias, const T* mean, const T* var, int batch,
+                         int c, double eps = 1e-5);
+
 // Per-row loss; probs (B,V) saved; targets are class indices.
 template <class T>
 void softmax_xent_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int batch, int v);

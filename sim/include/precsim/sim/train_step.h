@@ -28,6 +28,7 @@ struct RunState {
   std::vector<T> weights;  // the master copy, or the stored low-precision weights without one
   std::vector<T> kahan;    // compensation of update_rounding kahan, in the weights' format
   std::vector<T> m, v;     // optimizer states
+  std::vector<T> bn_mean, bn_var;  // BatchNorm running statistics (evaluation mode)
   int64_t opt_steps = 0;   // optimizer steps taken (skipped steps not counted)
   LossScaler scaler{LossScaling{}};
   std::vector<std::shared_ptr<DelayedScaling>> delayed;  // per GEMM operand (delayed FP8 scaling)
