@@ -41,6 +41,7 @@ Recipe amp(const std::string& f) {
   r.activations = tf(f);
   r.activation_grads = tf(f);
   r.weight_grads = tf(f);
+  r.attention.scores = tf(f);
   all_gemms(r, f);
   return r;
 }
@@ -69,6 +70,7 @@ Recipe scaled(const std::string& fwd, const std::string& bwd, Scaling s, int blo
 Recipe fp32_recipe() {
   Recipe r;
   r.weights = r.activations = r.activation_grads = r.weight_grads = r.optimizer_state = tf("fp32");
+  r.attention.scores = tf("fp32");
   r.master_format = format_by_name("fp32");
   all_gemms(r, "fp32");
   return r;
@@ -198,6 +200,24 @@ OperandSpec operand_from(const json& j, const std::string& where) {
   return o;
 }
 
+json attention_json(const AttentionPrecision& a) {
+  return {{"products", a.products_in_recipe ? "recipe" : "high"},
+          {"scores", tf_json(a.scores)},
+          {"opmath", a.low_opmath ? "low" : "fp32"}};
+}
+
+AttentionPrecision attention_from(const json& j) {
+  AttentionPrecision a;
+  const std::string p = j.at("products").get<std::string>(), o = j.at("opmath").get<std::string>();
+  if (p != "high" && p != "recipe")
+    throw std::invalid_argument(fmt::format("attention.products '{}' is unknown; allowed: high, recipe", p));
+  if (o != "fp32" && o != "low") throw std::invalid_argument(fmt::format("attention.opmath '{}' is unknown; allowed: fp32, low", o));
+  a.products_in_recipe = p == "recipe";
+  a.low_opmath = o == "low";
+  a.scores = tf_from(j.at("scores"), "attention.scores");
+  return a;
+}
+
 GemmSpec gemm_from(const json& j, const std::string& where) {
   GemmSpec g{operand_from(j.at("a"), where + ".a"), operand_from(j.at("b"), where + ".b"), j.at("accum").get<std::string>()};
   return g;
@@ -267,7 +287,8 @@ nlohmann::json recipe_to_json(const Recipe& r) {
           {"amax_history_len", r.amax_history_len},
           {"margin", r.margin},
           {"parallel", parallel_to_json(r.parallel)},
-          {"accumulation", accumulation_to_json(r.accumulation)}};
+          {"accumulation", accumulation_to_json(r.accumulation)},
+          {"attention", attention_json(r.attention)}};
 }
 
 Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) {
@@ -325,6 +346,7 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
   r.margin = merged["margin"].get<int>();
   r.parallel = parallel_from_json(merged["parallel"]);
   r.accumulation = accumulation_from_json(merged["accumulation"]);
+  r.attention = attention_from(merged["attention"]);
   return r;
 }
 
@@ -345,6 +367,10 @@ std::string recipe_keys_doc() {
   loss_scaling      {mode: none|static|dynamic, init_scale, growth_factor, backoff_factor, growth_interval}
   amax_history_len  delayed scaling window (TE default 1024)
   margin            delayed/current scaling margin: scale = fmt_max / amax / 2^margin
+  attention.products  transformers: high (Q K^T and P V in the activations' format, no scaling;
+                    Transformer Engine's default) | recipe (the gemm specs above, FP8 in FP8 recipes)
+  attention.scores  {format, rounding}: Q K^T and the softmax probabilities as stored (preset: activations)
+  attention.opmath  fp32 | low: softmax and LayerNorm intermediates rounded to the activations' format
 )") + split_keys_doc();
 }
 

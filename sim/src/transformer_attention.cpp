@@ -178,7 +178,7 @@ void ReferenceNumerics::gemm(TfSite, TfPass, int, double* c, const double* a, co
   args.n = n;
   args.k = k;
   args.trans_b = true;
-  if (int64_t(m) * n * k < (int64_t{1} << 18)) args.threads = 1;
+  if (int64_t(m) * n * k < kSerialGemmMacs) args.threads = 1;
   for (int i = 0; i < batch; ++i)
     gemm_f64(args, a + size_t(i) * m * k, b + size_t(i) * n * k, c + size_t(i) * m * n);
 }

@@ -80,6 +80,15 @@ struct LossScaling {
 
 enum class UpdateRounding : uint8_t { kNearestEven, kStochastic, kKahan };
 
+// Attention's numerics in a transformer (Transformer Engine keeps attention out of FP8 by default).
+struct AttentionPrecision {
+  // false ("high"): Q K^T and P V take operands plainly cast to the activations' format; true
+  // ("recipe"): they use the recipe's gemm specs as linear layers do (FP8 in an FP8 recipe).
+  bool products_in_recipe = false;
+  TensorFormat scores;      // Q K^T and the softmax probabilities as stored (preset: the activations' format)
+  bool low_opmath = false;  // softmax and LayerNorm round every intermediate to the activations' format
+};
+
 struct Recipe {
   std::string name = "fp32";
   std::string preset = "fp32";
@@ -99,6 +108,7 @@ struct Recipe {
   int margin = 0;
   ParallelSpec parallel;          // W workers and the all-reduce
   AccumulationSpec accumulation;  // N micro-batches per worker
+  AttentionPrecision attention;
 
   bool has_master() const { return master_weights != "none"; }
 };

@@ -61,6 +61,10 @@ nlohmann::json transformer_config_to_json(const TransformerConfig& c);
 // Strict: unknown keys ("type" is allowed and must be "transformer") throw std::invalid_argument.
 TransformerConfig transformer_config_from_json(const nlohmann::json& j);
 
+// Products below this many multiply-adds run on one thread: at these sizes forking (and OpenMP's
+// spinning on a loaded machine) costs more than it saves; results never depend on it.
+constexpr int64_t kSerialGemmMacs = int64_t{1} << 22;
+
 // The matrix products of the model: the four linear layers of a block, the logits, and the two
 // products of attention.
 enum class TfSite : uint8_t { kQkv, kProj, kFc, kFcProj, kLogits, kScores, kAttnV, kCount };

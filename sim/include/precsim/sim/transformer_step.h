@@ -1,0 +1,58 @@
+// One training step of the transformer under a recipe, as train_step.h does for the MLP: cast the
+// weights, forward, token-mean cross-entropy, backward with loss scaling, unscale, clip, update.
+// T = double without a recipe is the FP64 reference; T = float with a recipe a variant in FP32
+// opmath. Each step also measures attention logits and the inputs of every linear product.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "precsim/sim/optimizer.h"
+#include "precsim/sim/recipe.h"
+#include "precsim/sim/seq_data.h"
+#include "precsim/sim/train_step.h"
+#include "precsim/sim/transformer.h"
+
+namespace precsim {
+
+// What one block of the model saw in one forward pass.
+struct TransformerLayerStats {
+  double score_amax = 0;        // max |Q K^T| over unmasked logits, before the 1/sqrt(hs) scale
+  uint64_t score_count = 0;     // unmasked logits
+  uint64_t score_overflow = 0;  // ... whose magnitude exceeds the scores format's largest finite value
+  // Inputs of the qkv, attention-projection, fc and fc-projection products: max |x| and RMS, and
+  // the FP8 delayed-scaling encode scale applied to that operand this step (0 when none).
+  std::array<double, 4> input_amax{}, input_rms{}, fp8_scale{};
+};
+
+template <class T>
+class TransformerTrainer {
+ public:
+  // recipe == nullptr: exact arithmetic in T (the reference). sr_seed keys stochastic rounding.
+  // Throws std::invalid_argument when the recipe splits a step across workers or micro-batches.
+  TransformerTrainer(const TransformerLayout& layout, const Recipe* recipe, const OptimizerConfig& opt,
+                     uint64_t sr_seed, int64_t total_steps);
+  ~TransformerTrainer();
+  TransformerTrainer(const TransformerTrainer&) = delete;
+  TransformerTrainer& operator=(const TransformerTrainer&) = delete;
+
+  RunState<T> init_state(const std::vector<double>& params) const;
+  // StepStats::loss is the mean cross-entropy over the batch's counted tokens.
+  StepStats step(RunState<T>& s, const SeqBatch& b, int64_t step, std::vector<T>* grads_out = nullptr);
+  // Token-mean loss and next-token accuracy over the counted tokens of the held-out rows.
+  EvalResult evaluate(const RunState<T>& s, const SeqDataset& d);
+  const std::vector<T>& last_activation_grads() const;
+  const std::vector<TransformerLayerStats>& last_layer_stats() const;  // one per block, last step
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class TransformerTrainer<float>;
+extern template class TransformerTrainer<double>;
+
+}  // namespace precsim
