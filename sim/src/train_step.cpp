@@ -13,6 +13,7 @@
 #include "precsim/sim/layers.h"
 #include "precsim/sim/operand_quant.h"
 #include "precsim/sim/parallel_step.h"
+#include "precsim/sim/weight_update.h"
 
 namespace precsim {
 namespace {
@@ -60,7 +61,7 @@ struct Trainer<T>::Impl {
 
   // Workspace, sized for the current batch.
   int rows = 0;
-  std::vector<T> x, wc, grads, delta;
+  std::vector<T> x, wc, grads;
   std::vector<std::vector<T>> in, z, ln_out, mean, rstd, bvar, act;  // per layer
   bool update_running = true;  // this forward updates BatchNorm running statistics (worker 0's)
   std::vector<T> losses, probs, targets, dz, dprev, du, dres, tmp, qa, qb, act_grads;
@@ -75,23 +76,10 @@ struct Trainer<T>::Impl {
   std::vector<T> row_dloss, sum_tmp;
 
   bool exact() const { return r == nullptr; }
-
-  bool identity(const TensorFormat& tf) const {
-    if (exact()) return true;
-    const Format& f = tf.format;
-    const bool wide = f.kind == FormatKind::kFloat && f.exp_bits >= 8 && f.man_bits >= 23 && f.subnormals;
-    return std::is_same_v<T, float> ? wide : (wide && f.man_bits >= 52 && f.exp_bits >= 11);
-  }
+  bool identity(const TensorFormat& tf) const { return exact() || format_holds_type<T>(tf); }
 
   void round(std::span<T> v, const TensorFormat& tf, Role role, uint32_t tensor, uint64_t step, StepStats* st) {
-    if (identity(tf)) return;
-    QuantOptions o;
-    o.rounding = tf.rounding;
-    o.sr_key = SrKey{seed, step, tensor, static_cast<uint32_t>(role)};
-    if (st) st->role_nonzero[static_cast<size_t>(role)] += count_nonzero(std::span<const T>(v));
-    QuantStats q;
-    quantize(tf.format, std::span<const T>(v.data(), v.size()), v, o, &q);
-    if (st) st->roles[static_cast<size_t>(role)] += q;
+    if (!exact()) round_role(v, tf, role, seed, step, tensor, st);
   }
 
   void resize(int b) {
@@ -385,60 +373,6 @@ struct Trainer<T>::Impl {
     }
   }
 
-  // Per-tensor amax scaling of an FP8 optimizer state: stored as q(x * s) / s, s = max / amax.
-  void round_state(std::vector<T>& v, uint32_t tensor, uint64_t step, StepStats* st) {
-    if (!r || identity(r->optimizer_state)) return;
-    if (!r->optimizer_state_scaled) {
-      round(std::span<T>(v), r->optimizer_state, Role::kOptimizerState, tensor, step, st);
-      return;
-    }
-    double amax = 0;
-    for (T e : v) amax = std::max(amax, std::fabs(double(e)));
-    const T scale = amax > 0 && std::isfinite(amax) ? static_cast<T>(r->optimizer_state.format.max_finite() / amax) : T(1);
-    for (T& e : v) e *= scale;
-    round(std::span<T>(v), r->optimizer_state, Role::kOptimizerState, tensor, step, st);
-    for (T& e : v) e /= scale;
-  }
-
-  void update(RunState<T>& s, uint64_t step, StepStats& st) {
-    st.lr = learning_rate(opt, int64_t(step), total_steps);
-    s.opt_steps += 1;
-    delta.resize(L.param_count);
-    optimizer_delta(delta.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), L.param_count, opt, st.lr,
-                    s.opt_steps);
-    round_state(s.m, 1u << 23, step, &st);
-    if (opt.kind == "adamw") round_state(s.v, (1u << 23) + 1, step, &st);
-    std::vector<T> old = s.weights;
-    if (!r || r->has_master()) {
-      for (size_t i = 0; i < delta.size(); ++i) s.weights[i] = s.weights[i] + delta[i];
-      if (r) {
-        TensorFormat mf{r->master_weights, Rounding::kNearestEven, r->master_format};
-        round(std::span<T>(s.weights), mf, Role::kMasterWeights, 1u << 24, step, &st);
-      }
-    } else if (r->update_rounding == UpdateRounding::kKahan) {
-      // Compensated update (Zamirai et al. 2020): y = delta - c; t = fl(w + y); c = fl((t - w) - y).
-      TensorFormat wf = r->weights;
-      wf.rounding = Rounding::kNearestEven;
-      std::vector<T> y(delta.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        y[i] = delta[i] - s.kahan[i];
-        s.weights[i] = old[i] + y[i];
-      }
-      round(std::span<T>(s.weights), wf, Role::kMasterWeights, 1u << 24, step, &st);
-      for (size_t i = 0; i < y.size(); ++i) s.kahan[i] = (s.weights[i] - old[i]) - y[i];
-      round(std::span<T>(s.kahan), wf, Role::kOptimizerState, (1u << 24) + 1, step, &st);
-    } else {
-      TensorFormat wf = r->weights;
-      wf.rounding = r->update_rounding == UpdateRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
-      for (size_t i = 0; i < delta.size(); ++i) s.weights[i] = s.weights[i] + delta[i];
-      round(std::span<T>(s.weights), wf, Role::kMasterWeights, 1u << 24, step, &st);
-    }
-    for (size_t i = 0; i < delta.size(); ++i) {
-      if (delta[i] == T(0)) continue;
-      ++st.updates_intended;
-      if (s.weights[i] == old[i]) ++st.updates_lost;
-    }
-  }
 };
 
 template <class T>
@@ -483,19 +417,9 @@ void Trainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
 
 template <class T>
 RunState<T> Trainer<T>::init_state(const std::vector<double>& params) const {
-  RunState<T> s;
-  s.weights.assign(params.begin(), params.end());
-  const Recipe* r = impl_->r;
-  if (r && !r->has_master()) {
-    QuantOptions o;  // the initial cast to the stored format rounds to nearest
-    quantize(r->weights.format, std::span<const T>(s.weights), std::span<T>(s.weights), o);
-  }
-  s.kahan.assign(params.size(), T(0));
-  s.m.assign(params.size(), T(0));
-  s.v.assign(params.size(), T(0));
+  RunState<T> s = initial_state<T>(params, impl_->r);
   s.bn_mean.assign(impl_->L.bn_channels, T(0));
   s.bn_var.assign(impl_->L.bn_channels, T(1));
-  s.scaler = LossScaler(r ? r->loss_scaling : LossScaling{});
   return s;
 }
 
@@ -507,28 +431,7 @@ StepStats Trainer<T>::step(RunState<T>& s, const BatchView& b, int64_t step, std
   st.loss_scale = s.scaler.scale();
   I.cast_weights(s, uint64_t(step), &st);
   st.loss = I.split_gradient(b, uint64_t(step), st.loss_scale, st);
-  if constexpr (std::is_same_v<T, float>) {
-    st.found_inf = s.scaler.unscale(std::span<float>(I.grads));
-  } else {
-    for (T g : I.grads) st.found_inf |= !std::isfinite(g);
-  }
-  double sq = 0;
-  for (T g : I.grads) sq += double(g) * double(g);
-  st.grad_norm = std::sqrt(sq);
-  if (grads_out) *grads_out = I.grads;
-  if (st.found_inf && s.scaler.checks_gradients()) {
-    st.skipped = true;
-    s.scaler.update(true);
-    return st;
-  }
-  if (I.opt.clip_norm > 0) {
-    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1, applied in the grads' type.
-    const double coef = I.opt.clip_norm / (st.grad_norm + 1e-6);
-    if (coef < 1.0)
-      for (T& g : I.grads) g *= static_cast<T>(coef);
-  }
-  I.update(s, uint64_t(step), st);
-  s.scaler.update(false);
+  finish_step(s, I.grads, I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
   return st;
 }
 

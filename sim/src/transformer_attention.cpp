@@ -171,16 +171,25 @@ void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int
         }
 }
 
-void ReferenceNumerics::gemm(TfSite, TfPass, int, double* c, const double* a, const double* b, int m, int n, int k,
-                             int batch) {
+GemmArgs stacked_gemm_args(int m, int n, int k) {
   GemmArgs args;
   args.m = m;
   args.n = n;
   args.k = k;
   args.trans_b = true;
   if (int64_t(m) * n * k < kSerialGemmMacs) args.threads = 1;
+  return args;
+}
+
+void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n, int k, int batch) {
+  const GemmArgs args = stacked_gemm_args(m, n, k);
   for (int i = 0; i < batch; ++i)
     gemm_f64(args, a + size_t(i) * m * k, b + size_t(i) * n * k, c + size_t(i) * m * n);
+}
+
+void ReferenceNumerics::gemm(TfSite, TfPass, int, double* c, const double* a, const double* b, int m, int n, int k,
+                             int batch) {
+  stacked_gemm_f64(c, a, b, m, n, k, batch);
 }
 
 #define PRECSIM_ATTENTION(T)                                                                                  \

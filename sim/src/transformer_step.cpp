@@ -54,16 +54,11 @@ class StepNumerics final : public TfNumerics<T> {
   }
 
   void gemm(TfSite site, TfPass pass, int li, T* c, const T* a, const T* b, int m, int n, int k, int batch) override {
-    GemmArgs args;
-    args.m = m;
-    args.n = n;
-    args.k = k;
-    args.trans_b = true;
-    if (int64_t(m) * n * k < kSerialGemmMacs) args.threads = 1;
-    const size_t sa = size_t(m) * k, sb = size_t(n) * k, sc = size_t(m) * n;
     if constexpr (std::is_same_v<T, double>) {
-      for (int i = 0; i < batch; ++i) gemm_f64(args, a + i * sa, b + i * sb, c + i * sc);
+      stacked_gemm_f64(c, a, b, m, n, k, batch);
     } else {
+      GemmArgs args = stacked_gemm_args(m, n, k);
+      const size_t sa = size_t(m) * k, sb = size_t(n) * k, sc = size_t(m) * n;
       const int p = static_cast<int>(pass);
       const bool high = is_attention(site) && !r_->attention.products_in_recipe;
       const GemmSpec& spec = high ? attn_[p] : p == 0 ? r_->forward : p == 1 ? r_->dgrad : r_->wgrad;
@@ -212,18 +207,7 @@ TransformerTrainer<T>::~TransformerTrainer() = default;
 
 template <class T>
 RunState<T> TransformerTrainer<T>::init_state(const std::vector<double>& params) const {
-  RunState<T> s;
-  s.weights.assign(params.begin(), params.end());
-  const Recipe* r = impl_->r;
-  if (r && !r->has_master()) {
-    QuantOptions o;  // the initial cast to the stored format rounds to nearest
-    quantize(r->weights.format, std::span<const T>(s.weights), std::span<T>(s.weights), o);
-  }
-  s.kahan.assign(params.size(), T(0));
-  s.m.assign(params.size(), T(0));
-  s.v.assign(params.size(), T(0));
-  s.scaler = LossScaler(r ? r->loss_scaling : LossScaling{});
-  return s;
+  return initial_state<T>(params, impl_->r);
 }
 
 template <class T>
@@ -245,29 +229,7 @@ StepStats TransformerTrainer<T>::step(RunState<T>& s, const SeqBatch& batch, int
   // Token-count normalisation: each counted token weighs 1/count of the batch's loss.
   const T dloss = static_cast<T>(st.loss_scale) / static_cast<T>(count);
   transformer_backward(I.grads.data(), I.acts, I.wc.data(), I.L, b, dloss, I.nx);
-  if constexpr (std::is_same_v<T, float>) {
-    st.found_inf = s.scaler.unscale(std::span<float>(I.grads));
-  } else {
-    for (T g : I.grads) st.found_inf |= !std::isfinite(g);
-  }
-  double sq = 0;
-  for (T g : I.grads) sq += double(g) * double(g);
-  st.grad_norm = std::sqrt(sq);
-  if (grads_out) *grads_out = I.grads;
-  if (st.found_inf && s.scaler.checks_gradients()) {
-    st.skipped = true;
-    s.scaler.update(true);
-    return st;
-  }
-  if (I.opt.clip_norm > 0) {
-    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1, applied in the grads' type.
-    const double coef = I.opt.clip_norm / (st.grad_norm + 1e-6);
-    if (coef < 1.0)
-      for (T& g : I.grads) g *= static_cast<T>(coef);
-  }
-  apply_update(s, std::span<const T>(I.grads), I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed,
-               uint64_t(step), st);
-  s.scaler.update(false);
+  finish_step(s, I.grads, I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
   return st;
 }
 

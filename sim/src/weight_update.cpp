@@ -98,11 +98,56 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
   }
 }
 
+template <class T>
+RunState<T> initial_state(const std::vector<double>& params, const Recipe* r) {
+  RunState<T> s;
+  s.weights.assign(params.begin(), params.end());
+  if (r && !r->has_master()) {
+    QuantOptions o;  // the initial cast to the stored format rounds to nearest
+    quantize(r->weights.format, std::span<const T>(s.weights), std::span<T>(s.weights), o);
+  }
+  s.kahan.assign(params.size(), T(0));
+  s.m.assign(params.size(), T(0));
+  s.v.assign(params.size(), T(0));
+  s.scaler = LossScaler(r ? r->loss_scaling : LossScaling{});
+  return s;
+}
+
+template <class T>
+void finish_step(RunState<T>& s, std::vector<T>& grads, const Recipe* r, const OptimizerConfig& opt, double lr,
+                 uint64_t seed, uint64_t step, StepStats& st, std::vector<T>* grads_out) {
+  if constexpr (std::is_same_v<T, float>) {
+    st.found_inf = s.scaler.unscale(std::span<float>(grads));
+  } else {
+    for (T g : grads) st.found_inf |= !std::isfinite(g);
+  }
+  double sq = 0;
+  for (T g : grads) sq += double(g) * double(g);
+  st.grad_norm = std::sqrt(sq);
+  if (grads_out) *grads_out = grads;
+  if (st.found_inf && s.scaler.checks_gradients()) {
+    st.skipped = true;
+    s.scaler.update(true);
+    return;
+  }
+  if (opt.clip_norm > 0) {
+    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1, applied in the grads' type.
+    const double coef = opt.clip_norm / (st.grad_norm + 1e-6);
+    if (coef < 1.0)
+      for (T& g : grads) g *= static_cast<T>(coef);
+  }
+  apply_update(s, std::span<const T>(grads), r, opt, lr, seed, step, st);
+  s.scaler.update(false);
+}
+
 #define PRECSIM_WEIGHT_UPDATE(T)                                                                          \
   template bool format_holds_type<T>(const TensorFormat&);                                               \
   template void round_role<T>(std::span<T>, const TensorFormat&, Role, uint64_t, uint64_t, uint32_t, StepStats*); \
   template void apply_update<T>(RunState<T>&, std::span<const T>, const Recipe*, const OptimizerConfig&, double,  \
-                                uint64_t, uint64_t, StepStats&);
+                                uint64_t, uint64_t, StepStats&);                                         \
+  template RunState<T> initial_state<T>(const std::vector<double>&, const Recipe*);                         \
+  template void finish_step<T>(RunState<T>&, std::vector<T>&, const Recipe*, const OptimizerConfig&, double,    \
+                               uint64_t, uint64_t, StepStats&, std::vector<T>*);
 PRECSIM_WEIGHT_UPDATE(float)
 PRECSIM_WEIGHT_UPDATE(double)
 

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "precsim/sim/gemm.h"
+
 namespace precsim {
 
 struct TransformerConfig {
@@ -169,6 +171,11 @@ void transformer_forward(TransformerActs<T>& acts, const T* params, const Transf
 template <class T>
 void transformer_backward(T* grads, TransformerActs<T>& acts, const T* params, const TransformerLayout& l,
                           const TokenBatch& b, T dloss, TfNumerics<T>& nx);
+
+// The arguments of one C = A B^T product of m x n outputs over k (TfNumerics::gemm's layout).
+GemmArgs stacked_gemm_args(int m, int n, int k);
+// gemm_f64 over `batch` stacked C = A B^T products (TfNumerics::gemm's layout).
+void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n, int k, int batch);
 
 // The FP64 reference: gemm_f64 (sequential sums in increasing k), no rounding points.
 class ReferenceNumerics final : public TfNumerics<double> {

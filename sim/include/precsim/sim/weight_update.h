@@ -32,4 +32,16 @@ template <class T>
 void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, const OptimizerConfig& opt, double lr,
                   uint64_t seed, uint64_t step, StepStats& st);
 
+// A run's state at the start: the weights (cast to the stored format, rounding to nearest, when the
+// recipe keeps no master copy), zero optimizer states and compensation, the recipe's loss scaler.
+template <class T>
+RunState<T> initial_state(const std::vector<double>& params, const Recipe* r);
+
+// The end of a step after the backward pass: unscale the gradient (FP32; FP64 only checks it),
+// found_inf and the gradient norm, the optional copy for the caller, a skipped step on inf/NaN when
+// the loss scaler checks, norm clipping (clip_grad_norm_), apply_update, the scaler's update.
+template <class T>
+void finish_step(RunState<T>& s, std::vector<T>& grads, const Recipe* r, const OptimizerConfig& opt, double lr,
+                 uint64_t seed, uint64_t step, StepStats& st, std::vector<T>* grads_out);
+
 }  // namespace precsim
