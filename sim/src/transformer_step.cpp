@@ -1,5 +1,7 @@
 #include "precsim/sim/transformer_step.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -199,6 +201,10 @@ TransformerTrainer<T>::TransformerTrainer(const TransformerLayout& layout, const
                                           const OptimizerConfig& opt, uint64_t sr_seed, int64_t total_steps) {
   if (recipe && !std::is_same_v<T, float>) throw std::logic_error("a recipe runs in FP32 opmath (TransformerTrainer<float>)");
   if (!recipe && !std::is_same_v<T, double>) throw std::logic_error("the reference runs in FP64 (TransformerTrainer<double>)");
+  if (recipe && recipe->parallel.workers * recipe->accumulation.micro_batches > 1)
+    throw std::invalid_argument(fmt::format("recipe '{}': a transformer step is not split across workers or micro-batches "
+                                            "(parallel.workers {}, accumulation.micro_batches {}; allowed: 1 and 1)",
+                                            recipe->name, recipe->parallel.workers, recipe->accumulation.micro_batches));
   impl_ = std::make_unique<Impl>(layout, recipe, opt, sr_seed, total_steps);
 }
 
