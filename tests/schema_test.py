@@ -135,6 +135,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "train": ["train", "--config", cfg],
         "train seeds": ["train", "--config", cfg, "--seeds", "2", "--recipes", "fp32,bf16-amp"],
         "demo": ["demo", "--steps", "2"],
+        "train transformer": ["train", "--experiment", "tiny-gpt", "--steps", "2"],
     }
     env = None
     if gpu_fake:

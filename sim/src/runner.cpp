@@ -16,6 +16,7 @@
 #include "precsim/sim/operand_quant.h"
 #include "precsim/sim/random.h"
 #include "precsim/sim/train_step.h"
+#include "transformer_problem.h"
 
 namespace precsim {
 namespace {
@@ -71,9 +72,10 @@ BatchView heldout_view(const Dataset& d) {
                    d.t_heldout.empty() ? nullptr : d.t_heldout.data(), d.heldout_count()};
 }
 
+template <class Var>
 struct VariantRun {
   const Recipe* recipe;
-  std::unique_ptr<Trainer<float>> trainer;
+  std::unique_ptr<Var> trainer;
   RunState<float> state;
   RoleStats roles{};
   std::array<uint64_t, kRoles> nonzero{};
@@ -84,9 +86,10 @@ struct VariantRun {
   json series = json::object(), local = json::object(), evals = json::object(), histograms = json::array();
   std::vector<double> local_grad_err, local_grad_cos, local_update_err, local_underflow;
   // A split variant's own arithmetic without the split (1 worker, 1 micro-batch), at shadow steps.
-  std::unique_ptr<Trainer<float>> unsplit;
+  std::unique_ptr<Var> unsplit;
   std::vector<double> split_grad_err, split_grad_cos;
   json logged;  // this step's record for hooks.on_logged_step, emitted after the parallel loop
+  json layers = json::object();  // per-layer series of models that have layers to report (transformer)
 };
 
 void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
@@ -117,11 +120,45 @@ json roles_json(const RoleStats& r, const std::array<uint64_t, kRoles>& nz) {
   return j;
 }
 
+// The MLP on tabular data: what run_seed needs of a model and its data.
+struct MlpProblem {
+  using Ref = Trainer<double>;
+  using Var = Trainer<float>;
+  const TrainConfig& c;
+  uint64_t seed;
+  Dataset data;
+  MlpLayout layout;
+  std::vector<double> init;
+  BatchView held;
+  std::vector<double> row_items;
+  std::vector<int> idx;
+  BatchBuffers bb;
+
+  MlpProblem(const TrainConfig& cfg, uint64_t s)
+      : c(cfg), seed(s), data(make_dataset(cfg.data, s)), layout(make_mlp_layout(cfg.model, data.features, data.outputs)),
+        init(init_mlp(layout, cfg.model, s)), held(heldout_view(data)),
+        row_items(row_item_counts(cfg.items, data.train_count(), s)) {}
+  std::unique_ptr<Ref> reference(int64_t n) const {
+    return std::make_unique<Ref>(layout, nullptr, c.optimizer, data.task, seed, n);
+  }
+  std::unique_ptr<Var> variant(const Recipe& r, int64_t n) const {
+    return std::make_unique<Var>(layout, &r, c.optimizer, data.task, seed, n);
+  }
+  BatchView batch(int64_t step) {
+    batch_indices(idx, data.train_count(), c.batch, seed, uint64_t(step));
+    return batch_view(data, row_items, idx, bb);
+  }
+  template <class Tr, class S>
+  EvalResult evaluate(Tr& t, const S& s) const {
+    return t.evaluate(s, held);
+  }
+  void observe(const Var&, json&, int64_t, bool) const {}  // an MLP has no per-layer statistics
+};
+
 // One seed of the whole experiment.
-json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHooks& hooks) {
-  const Dataset data = make_dataset(c.data, seed);
-  const MlpLayout layout = make_mlp_layout(c.model, data.features, data.outputs);
-  const std::vector<double> init = init_mlp(layout, c.model, seed);
+template <class P>
+json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const RunHooks& hooks) {
+  const std::vector<double>& init = p.init;
   const int64_t n_steps = c.steps;
   const int log_every = c.log_every > 0 ? c.log_every : int(std::max<int64_t>(1, (n_steps + 199) / 200));
   const int eval_every = c.eval_every > 0 ? c.eval_every : int(std::max<int64_t>(1, n_steps / 10));
@@ -129,36 +166,33 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
   if (c.histogram_steps.empty()) hist_steps = {0, n_steps - 1};
   const int window = int(std::max<int64_t>(1, n_steps / 10));
 
-  Trainer<double> ref_tr(layout, nullptr, c.optimizer, data.task, seed, n_steps);
-  Trainer<double> chaos_tr(layout, nullptr, c.optimizer, data.task, seed, n_steps);
+  const auto ref_owner = p.reference(n_steps), chaos_owner = p.reference(n_steps);
+  auto& ref_tr = *ref_owner;
+  auto& chaos_tr = *chaos_owner;
   RunState<double> ref = ref_tr.init_state(init);
   RunState<double> chaos = chaos_tr.init_state(perturb_one_ulp(init, seed));
-  std::vector<VariantRun> runs;
+  std::vector<VariantRun<typename P::Var>> runs;
   for (const Recipe& r : c.variants) {
-    VariantRun v;
+    VariantRun<typename P::Var> v;
     v.recipe = &r;
-    v.trainer = std::make_unique<Trainer<float>>(layout, &r, c.optimizer, data.task, seed, n_steps);
+    v.trainer = p.variant(r, n_steps);
     v.state = v.trainer->init_state(init);
-    if (r.parallel.workers * r.accumulation.micro_batches > 1) {
-      v.unsplit = std::make_unique<Trainer<float>>(layout, &r, c.optimizer, data.task, seed, n_steps);
-      v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{});
-    }
+    if constexpr (requires { v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{}); })
+      if (r.parallel.workers * r.accumulation.micro_batches > 1) {
+        v.unsplit = p.variant(r, n_steps);
+        v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{});
+      }
     runs.push_back(std::move(v));
   }
   json ref_series = json::object(), ref_evals = json::object();
   std::vector<double> ref_window;
   double ref_initial_loss = 0, ref_last = 0;
-  const std::vector<double> row_items = row_item_counts(c.items, data.train_count(), seed);
-  std::vector<int> idx;
-  BatchBuffers bb;
   std::vector<double> ref_grad, ref_before;
-  const BatchView held = heldout_view(data);
   int64_t steps_completed = 0;
 
   for (int64_t step = 0; step < n_steps; ++step) {
     const bool stopping = hooks.stop && hooks.stop();
-    batch_indices(idx, data.train_count(), c.batch, seed, uint64_t(step));
-    const BatchView b = batch_view(data, row_items, idx, bb);
+    const auto& b = p.batch(step);
     const bool log = step % log_every == 0 || step == n_steps - 1 || stopping;
     const bool shadow = c.shadow_every > 0 && step % c.shadow_every == 0;
     const bool eval = (step + 1) % eval_every == 0 || step == n_steps - 1 || stopping;
@@ -193,7 +227,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
       push(ref_series, "grad_norm", rs.grad_norm);
     }
     if (eval) {
-      const EvalResult e = ref_tr.evaluate(ref, held);
+      const EvalResult e = p.evaluate(ref_tr, ref);
       push(ref_evals, "step", double(step + 1));
       push(ref_evals, "heldout_loss", e.loss);
       push(ref_evals, "heldout_accuracy", e.accuracy);
@@ -203,7 +237,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
     // One variant per thread: its body touches only its own VariantRun (and reads the reference).
 #pragma omp parallel for schedule(dynamic, 1) if (runs.size() > 1)
     for (size_t vi = 0; vi < runs.size(); ++vi) {
-      VariantRun& v = runs[vi];
+      auto& v = runs[vi];
       if (v.diverged_at >= 0) continue;
       std::vector<float> vgrad;
       if (shadow) {
@@ -257,6 +291,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
       v.last_loss = st.loss;
       v.loss_window.push_back(st.loss);
       if (int(v.loss_window.size()) > window) v.loss_window.erase(v.loss_window.begin());
+      p.observe(*v.trainer, v.layers, step, log);
       if (hist) {
         const std::vector<double> ag(v.trainer->last_activation_grads().begin(), v.trainer->last_activation_grads().end());
         v.histograms.push_back({{"step", step},
@@ -282,7 +317,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
         }
       }
       if (eval) {
-        const EvalResult e = v.trainer->evaluate(v.state, held);
+        const EvalResult e = p.evaluate(*v.trainer, v.state);
         push(v.evals, "step", double(step + 1));
         push(v.evals, "heldout_loss", e.loss);
         push(v.evals, "heldout_accuracy", e.accuracy);
@@ -293,7 +328,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
     }
     // Outside the variant loop, in variant order: the stream's lines never depend on threads.
     if (hooks.on_logged_step)
-      for (VariantRun& v : runs)
+      for (auto& v : runs)
         if (!v.logged.is_null()) hooks.on_logged_step(std::exchange(v.logged, json()));
     if (hooks.progress) hooks.progress(seed_index, step, n_steps);
     steps_completed = step + 1;
@@ -301,7 +336,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
   }
 
   json out = json::object();
-  const EvalResult ref_e = ref_tr.evaluate(ref, held);
+  const EvalResult ref_e = p.evaluate(ref_tr, ref);
   const double ref_final = window_mean(ref_window);
   const double chaos_final = rel_error(chaos.weights, ref.weights);
   out["seed"] = seed;
@@ -315,8 +350,8 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
                       {"series", ref_series},
                       {"evals", ref_evals}};
   json vars = json::array();
-  for (VariantRun& v : runs) {
-    const EvalResult e = v.trainer->evaluate(v.state, held);
+  for (auto& v : runs) {
+    const EvalResult e = p.evaluate(*v.trainer, v.state);
     const double dist = rel_error(to_double(v.state.weights), ref.weights);
     uint64_t gflush = 0, gnz = 0;
     for (Role r : {Role::kActivationGrads, Role::kWeightGrads}) {
@@ -359,6 +394,7 @@ json run_seed(const TrainConfig& c, uint64_t seed, int seed_index, const RunHook
                     {"evals", v.evals},
                     {"histograms", v.histograms},
                     {"fp8_delayed_scales", fp8}});
+    if (!v.layers.empty()) vars.back()["layers"] = v.layers;
   }
   out["variants"] = vars;
   return out;
@@ -408,28 +444,35 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
 
 nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
+  const bool transformer = c.model_type == "transformer";
   // Build everything that can fail before the first step.
   for (int s = 0; s < c.seeds; ++s) {
-    const Dataset d = make_dataset(c.data, c.seed + s);
-    const MlpLayout l = make_mlp_layout(c.model, d.features, d.outputs);
-    if (c.batch > d.train_count())
-      throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, d.train_count()));
+    const int train_rows = transformer ? TransformerProblem(c, c.seed + s).data.train_rows : MlpProblem(c, c.seed + s).data.train_count();
+    if (c.batch > train_rows)
+      throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
     for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
     for (const Recipe& r : c.variants)
       for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
         parse_accum_model(g->accum);
         for (const OperandSpec* op : {&g->a, &g->b}) parse_block_scaling(operand_scheme(*op, r.margin));
       }
-    (void)l;
   }
   json runs = json::array();
+  size_t parameters = 0;
   for (int s = 0; s < c.seeds; ++s) {
     if (s > 0 && hooks.stop && hooks.stop()) break;
-    runs.push_back(run_seed(c, c.seed + s, s, hooks));
+    if (transformer) {
+      TransformerProblem p(c, c.seed + s);
+      parameters = p.layout.param_count;
+      runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
+    } else {
+      MlpProblem p(c, c.seed + s);
+      parameters = p.layout.param_count;
+      runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
+    }
     if (runs.back()["steps_completed"] != c.steps) break;
   }
-  const Dataset d0 = make_dataset(c.data, c.seed);
-  const MlpLayout l0 = make_mlp_layout(c.model, d0.features, d0.outputs);
+  const MlpLayout l0 = transformer ? MlpLayout{} : MlpProblem(c, c.seed).layout;
   json variants = json::array();
   for (size_t vi = 0; vi < c.variants.size(); ++vi) {
     json agg = json::object(), ci = json::object();
@@ -447,12 +490,12 @@ nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
               {"preset", c.variants[vi].preset},
               {"summary", agg},
               {"split", {{"workers", c.variants[vi].parallel.workers},
-                         {"micro_batches", c.variants[vi].accumulation.micro_batches}}},
-              {"memory_bytes", memory_estimate(c.variants[vi], l0, c.optimizer, c.batch)}};
+                         {"micro_batches", c.variants[vi].accumulation.micro_batches}}}};
+    if (!transformer) v["memory_bytes"] = memory_estimate(c.variants[vi], l0, c.optimizer, c.batch);
     if (c.seeds > 1) v["summary_ci95"] = ci;
     variants.push_back(v);
   }
-  return {{"parameters", l0.param_count}, {"variants", variants}, {"runs", runs}};
+  return {{"parameters", parameters}, {"variants", variants}, {"runs", runs}};
 }
 
 std::string summary_table(const nlohmann::json& results) {

@@ -27,9 +27,9 @@ json train_config_to_json(const TrainConfig& c) {
           {"eval_every", c.eval_every},
           {"divergence_factor", c.divergence_factor},
           {"histogram_steps", c.histogram_steps},
-          {"data", data_config_to_json(c.data)},
+          {"data", c.model_type == "transformer" ? seq_data_config_to_json(c.seq_data) : data_config_to_json(c.data)},
           {"items", items_config_to_json(c.items)},
-          {"model", mlp_config_to_json(c.model)},
+          {"model", c.model_type == "transformer" ? transformer_config_to_json(c.transformer) : mlp_config_to_json(c.model)},
           {"optimizer", optimizer_config_to_json(c.optimizer)},
           {"recipes", recipes}};
 }
@@ -72,9 +72,20 @@ TrainConfig train_config_from_json(const json& j) {
   if (c.shadow_every < 0 || c.log_every < 0 || c.eval_every < 0)
     throw std::invalid_argument("shadow_every, log_every and eval_every must be >= 0");
   if (!(c.divergence_factor > 1)) throw std::invalid_argument("divergence_factor must be > 1");
-  c.data = data_config_from_json(top.value("data", json::object()));
-  c.items = items_config_from_json(top.value("items", json::object()));
-  c.model = mlp_config_from_json(top.value("model", json::object()));
+  json model = top.value("model", json::object());
+  if (model.contains("type") && !model["type"].is_string()) throw std::invalid_argument("model.type: expected a string (mlp or transformer)");
+  c.model_type = model.value("type", "mlp");
+  if (c.model_type == "transformer") {
+    c.transformer = transformer_config_from_json(model);
+    c.seq_data = seq_data_config_from_json(top.value("data", json::object()));
+  } else if (c.model_type == "mlp") {
+    model.erase("type");
+    c.data = data_config_from_json(top.value("data", json::object()));
+    c.items = items_config_from_json(top.value("items", json::object()));
+    c.model = mlp_config_from_json(model);
+  } else {
+    throw std::invalid_argument(fmt::format("model.type '{}' is unknown; allowed: mlp, transformer", c.model_type));
+  }
   c.optimizer = optimizer_config_from_json(top.value("optimizer", json::object()));
   std::set<std::string> names;
   for (const auto& r : m["recipes"]) {
@@ -122,6 +133,7 @@ std::string train_config_doc() {
   items.mask_fraction rows whose items are all masked (weight 0) (0)
   items.min_per_row, items.max_per_row   items of an unmasked row, keyed uniform integer; the loss is
                       sum items x row loss / items, so unequal counts tell the normalisations apart (1, 1)
+  model.type          mlp | transformer (mlp); the keys below are the MLP's, then the transformer's
   model.hidden        hidden widths ([64, 64])
   model.activation    relu | gelu (tanh form)
   model.layernorm     LayerNorm before each activation (false)
@@ -131,6 +143,20 @@ std::string train_config_doc() {
                       0.1) updated by worker 0's micro-batches
   model.residual      h = x + act(...) where widths agree (false)
   model.init_scale    weights ~ N(0, init_scale^2 / fan_in) (1)
+  transformer (model.type transformer; data then describes token sequences):
+  model.layers, heads, width, context, mlp_ratio   blocks, attention heads, C (a multiple of heads),
+                      the longest sequence T, MLP width / C (2, 2, 32, 32, 4)
+  model.tied          output projection = token embedding (true)
+  model.init_scale    linear weights ~ N(0, init_scale^2 / fan_in), embeddings ~ N(0, (0.1 init_scale)^2) (1)
+  model.qk_init_scale extra factor on the query and key weights: large values give large attention logits (1)
+  model.outlier_scale the first MLP product's input at position 0 of every sequence is multiplied by
+                      this: an injected massive activation (1: none)
+  data.kind           copy | reverse | sort | modadd ((sum of the items) mod symbols) | text (--text FILE)
+  data.symbols        synthetic tokens 0..symbols-1, then SEP and PAD (10)
+  data.min_length, data.max_length   items per synthetic problem, keyed uniform (2, 8); padded to context
+  data.train_size, data.heldout_size   problems, or text windows of context + 1 characters (2048, 256)
+  data.text_path      text: a file read as bytes; its distinct bytes are the vocabulary, the last tenth
+                      is held out. The loss is the mean over counted target tokens of the whole batch.
   optimizer.kind      sgd | adamw (adamw)
   optimizer.lr, momentum, beta1, beta2, eps, weight_decay   (1e-3, 0.9, 0.9, 0.999, 1e-8, 0)
   optimizer.clip_norm global gradient-norm clipping after unscaling; 0: off

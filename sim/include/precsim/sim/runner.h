@@ -16,13 +16,18 @@
 #include "precsim/sim/mlp.h"
 #include "precsim/sim/optimizer.h"
 #include "precsim/sim/recipe.h"
+#include "precsim/sim/seq_data.h"
+#include "precsim/sim/transformer.h"
 
 namespace precsim {
 
 struct TrainConfig {
-  DataConfig data;
-  ItemsConfig items;  // items per row for loss normalisation (default: one each, the plain mean)
-  MlpConfig model;
+  std::string model_type = "mlp";  // mlp | transformer (model.type)
+  DataConfig data;                 // mlp
+  ItemsConfig items;               // mlp: items per row for loss normalisation (default: one each)
+  MlpConfig model;                 // mlp
+  SeqDataConfig seq_data;          // transformer: data
+  TransformerConfig transformer;   // transformer: model
   OptimizerConfig optimizer;
   int64_t steps = 300;
   int batch = 64;
