@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "precsim/reports/report.h"
 
 namespace precsim {
@@ -32,7 +34,10 @@ json run_demo(const std::filesystem::path& dir) {
 }
 
 TEST(Demo, ShowsTheClassicEffects) {
-  const json doc = run_demo(std::filesystem::temp_directory_path() / "precsim_demo_test");
+  // One folder per process: test runs from several checkouts at once must not share a report.
+  const auto dir = std::filesystem::temp_directory_path() / ("precsim_demo_test_" + std::to_string(::getpid()));
+  const json doc = run_demo(dir);
+  std::filesystem::remove_all(dir);
   EXPECT_EQ(doc["kind"], "train");
   std::map<std::string, json> s;
   for (const auto& v : doc["results"]["variants"]) s[v["name"]] = v["summary"];
