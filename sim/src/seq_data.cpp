@@ -152,23 +152,14 @@ void gather_rows(SeqBatch& out, const SeqDataset& d, const std::vector<int>& row
   }
 }
 
-nlohmann::json seq_data_config_to_json(const SeqDataConfig& c) {
-  return {{"kind", c.kind},          {"symbols", c.symbols},       {"min_length", c.min_length},
-          {"max_length", c.max_length}, {"train_size", c.train_size}, {"heldout_size", c.heldout_size},
-          {"text_path", c.text_path}};
-}
+// One key list serves both directions, as for the tabular DataConfig.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SeqDataConfig, kind, symbols, min_length, max_length, train_size, heldout_size,
+                                   text_path)
+
+nlohmann::json seq_data_config_to_json(const SeqDataConfig& c) { return c; }
 
 SeqDataConfig seq_data_config_from_json(const nlohmann::json& j) {
-  const nlohmann::json m = merge_config(seq_data_config_to_json(SeqDataConfig{}), j, "data");
-  SeqDataConfig c;
-  c.kind = m["kind"];
-  c.symbols = m["symbols"];
-  c.min_length = m["min_length"];
-  c.max_length = m["max_length"];
-  c.train_size = m["train_size"];
-  c.heldout_size = m["heldout_size"];
-  c.text_path = m["text_path"];
-  return c;
+  return merge_config(seq_data_config_to_json(SeqDataConfig{}), j, "data").get<SeqDataConfig>();
 }
 
 }  // namespace precsim
