@@ -3,7 +3,66 @@
 #include <cmath>
 #include <span>
 
+#include "precsim/sim/weight_update.h"
+
 namespace precsim {
+namespace {
+
+constexpr int kPartShift = 44;
+constexpr uint32_t kAccumTensor = 1u << 25;
+
+}  // namespace
+
+uint64_t part_step_key(uint64_t step, int part) { return step + (uint64_t(part) << kPartShift); }
+
+double loss_denominator(const AccumulationSpec& a, double global_items, int parts, double micro_items) {
+  return a.normalization == LossNormalization::kGlobalItemCount ? global_items : double(parts) * micro_items;
+}
+
+template <class T>
+void accumulate_gradient(std::vector<T>& buf, std::vector<T>& comp, std::vector<T>& g, const AccumulationSpec& a,
+                         bool exact, uint64_t seed, uint64_t step, uint32_t part, StepStats* st) {
+  TensorFormat bf;
+  bf.name = a.buffer_format_name;
+  bf.format = a.buffer_format;
+  bf.rounding = a.rounding == BufferRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
+  if (exact || format_holds_type<T>(bf)) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] += g[i];
+    return;
+  }
+  const uint32_t tensor = kAccumTensor + part;
+  if (a.rounding != BufferRounding::kKahan) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] += g[i];
+    round_role(std::span<T>(buf), bf, Role::kGradAccumulation, seed, step, tensor, st);
+    return;
+  }
+  std::vector<T> t(buf.size());
+  for (size_t i = 0; i < buf.size(); ++i) {
+    g[i] -= comp[i];        // y
+    t[i] = buf[i] + g[i];   // t before rounding
+  }
+  round_role(std::span<T>(t), bf, Role::kGradAccumulation, seed, step, tensor, st);
+  for (size_t i = 0; i < buf.size(); ++i) {
+    comp[i] = (t[i] - buf[i]) - g[i];
+    buf[i] = t[i];
+  }
+  round_role(std::span<T>(comp), bf, Role::kGradAccumulation, seed, step, tensor, st);
+}
+
+template <class T>
+bool allreduce_is_identity(const ParallelSpec& p, bool exact) {
+  if (p.workers != 1 || p.hook != CompressHook::kNone) return false;
+  TensorFormat f;
+  f.format = p.format;
+  return exact || format_holds_type<T>(f);
+}
+
+template void accumulate_gradient(std::vector<float>&, std::vector<float>&, std::vector<float>&,
+                                  const AccumulationSpec&, bool, uint64_t, uint64_t, uint32_t, StepStats*);
+template void accumulate_gradient(std::vector<double>&, std::vector<double>&, std::vector<double>&,
+                                  const AccumulationSpec&, bool, uint64_t, uint64_t, uint32_t, StepStats*);
+template bool allreduce_is_identity<float>(const ParallelSpec&, bool);
+template bool allreduce_is_identity<double>(const ParallelSpec&, bool);
 
 int average_divisor(const ParallelSpec& p) {
   return p.hook != CompressHook::kNone || p.average != AverageMode::kSum ? p.workers : 1;

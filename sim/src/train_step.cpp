@@ -21,10 +21,6 @@ namespace {
 // Stochastic-rounding step offset of evaluation passes, so they never share bits with training.
 constexpr uint64_t kEvalStep = uint64_t{1} << 40;
 enum GemmKind : int { kFwd = 0, kDgrad = 1, kWgrad = 2 };
-// Stochastic-rounding step key of micro-batch `part` (worker w, micro-batch m: part = w N + m), so
-// that no two micro-batches share bits; part 0 keeps the plain step.
-constexpr int kPartShift = 44;
-constexpr uint32_t kAccumTensor = 1u << 25;
 
 template <class T>
 std::span<T> sp(std::vector<T>& v, size_t off, size_t n) {
@@ -73,10 +69,9 @@ struct Trainer<T>::Impl {
   AccumulationSpec acc;
   std::vector<ParamRange> tensors;
   std::vector<std::vector<T>> wacc, wcomp;
-  std::vector<T> row_dloss, sum_tmp;
+  std::vector<T> row_dloss;
 
   bool exact() const { return r == nullptr; }
-  bool identity(const TensorFormat& tf) const { return exact() || format_holds_type<T>(tf); }
 
   void round(std::span<T> v, const TensorFormat& tf, Role role, uint32_t tensor, uint64_t step, StepStats* st) {
     if (!exact()) round_role(v, tf, role, seed, step, tensor, st);
@@ -217,43 +212,6 @@ struct Trainer<T>::Impl {
     }
   }
 
-  // buf = round(buf + g) in the accumulation buffer's format and rounding; comp is the Kahan
-  // compensation (Kahan 1965: y = g - c; t = fl(buf + y); c = fl((t - buf) - y); buf = t).
-  void accumulate(std::vector<T>& buf, std::vector<T>& comp, uint32_t part, uint64_t step, StepStats* st) {
-    TensorFormat bf;
-    bf.name = acc.buffer_format_name;
-    bf.format = acc.buffer_format;
-    bf.rounding = acc.rounding == BufferRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
-    if (identity(bf)) {
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] += grads[i];
-      return;
-    }
-    if (acc.rounding != BufferRounding::kKahan) {
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] += grads[i];
-      round(std::span<T>(buf), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
-      return;
-    }
-    sum_tmp.resize(buf.size());
-    for (size_t i = 0; i < buf.size(); ++i) {
-      grads[i] -= comp[i];               // y
-      sum_tmp[i] = buf[i] + grads[i];    // t before rounding
-    }
-    round(std::span<T>(sum_tmp), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
-    for (size_t i = 0; i < buf.size(); ++i) {
-      comp[i] = (sum_tmp[i] - buf[i]) - grads[i];
-      buf[i] = sum_tmp[i];
-    }
-    round(std::span<T>(comp), bf, Role::kGradAccumulation, kAccumTensor + part, step, st);
-  }
-
-  // One worker whose buffer and averaging leave every value unchanged (FP32 or wider, x 1/1).
-  bool trivial_allreduce() const {
-    if (par.workers != 1 || par.hook != CompressHook::kNone) return false;
-    TensorFormat f;
-    f.format = par.format;
-    return identity(f);
-  }
-
   // Forward and backward of every micro-batch of every worker, accumulation, all-reduce: grads
   // holds the all-reduced (still loss-scaled) gradient. Returns the loss of the global batch.
   double split_gradient(const BatchView& b, uint64_t step, float scale, StepStats& st) {
@@ -273,7 +231,7 @@ struct Trainer<T>::Impl {
     for (int w = 0; w < w_count; ++w)
       for (int m = 0; m < n_count; ++m) {
         const int part = w * n_count + m, first = part * mb;
-        const uint64_t key = step + (uint64_t(part) << kPartShift);
+        const uint64_t key = part_step_key(step, part);
         BatchView sub;
         sub.rows = mb;
         sub.x = b.x + size_t(first) * L.input;
@@ -286,17 +244,17 @@ struct Trainer<T>::Impl {
           loss_sum += items(first + i) * static_cast<double>(losses[i]);
           n_mb += items(first + i);
         }
-        // The loss each row's gradient comes from, with the averaging's division undone in
-        // advance: global: items_i x D / n_total; per-micro-batch mean: items_i x D / (W N n_mb).
-        const double den = acc.normalization == LossNormalization::kGlobalItemCount ? n_total : double(parts) * n_mb;
+        // The loss each row's gradient comes from, with the averaging's division D undone in
+        // advance: items_i x D / loss_denominator.
+        const double den = loss_denominator(acc, n_total, parts, n_mb);
         for (int i = 0; i < mb; ++i)
           row_dloss[i] = den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
         backward(row_dloss.data(), key, &st);
-        if (parts == 1 && trivial_allreduce()) {  // grads is final
+        if (parts == 1 && allreduce_is_identity<T>(par, exact())) {  // grads is final
           update_running = true;
           return n_total > 0 ? loss_sum / n_total : 0.0;
         }
-        accumulate(wacc[w], wcomp.empty() ? no_comp : wcomp[w], uint32_t(part), step, &st);
+        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact(), seed, step, uint32_t(part), &st);
       }
     update_running = true;
     st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par);

@@ -1,13 +1,40 @@
-// The cross-worker half of a split training step: the workers' accumulated gradients become one
-// gradient, through DDP buckets and the simulated all-reduce (FP32 opmath variants), or summed
-// exactly in order (the FP64 path).
+// The model-agnostic pieces of a split training step: the loss normalisation of each micro-batch,
+// the accumulation buffer within a worker, and the cross-worker half, where the workers'
+// accumulated gradients become one gradient through DDP buckets and the simulated all-reduce (FP32
+// opmath variants), or are summed exactly in order (the FP64 path). Each trainer runs its own
+// micro-batch loop (forward and backward are the model's) around them.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "precsim/sim/split.h"
+#include "precsim/sim/train_step.h"
 
 namespace precsim {
+
+// Stochastic-rounding step key of micro-batch `part` (worker w, micro-batch m: part = w N + m), so
+// that no two micro-batches share bits; part 0 keeps the plain step.
+uint64_t part_step_key(uint64_t step, int part);
+
+// What the summed loss of a micro-batch's items is divided by: the items of the whole global batch
+// (global-item-count), or W N x the micro-batch's own items (mean-per-micro-batch, whose W N
+// micro-batch means are then averaged). 0 items: 0, the micro-batch carries no gradient.
+double loss_denominator(const AccumulationSpec& a, double global_items, int parts, double micro_items);
+
+// buf = round(buf + g) in the accumulation buffer's format and rounding, counted under
+// Role::kGradAccumulation with the stochastic-rounding key (seed, step, tensor of `part`). comp is
+// the Kahan compensation (Kahan 1965: y = g - c; t = fl(buf + y); c = fl((t - buf) - y); buf = t),
+// used only with rounding kahan; g is overwritten then. exact (no recipe), or a buffer format that
+// holds T: a plain sum.
+template <class T>
+void accumulate_gradient(std::vector<T>& buf, std::vector<T>& comp, std::vector<T>& g, const AccumulationSpec& a,
+                         bool exact, uint64_t seed, uint64_t step, uint32_t part, StepStats* st);
+
+// Whether the all-reduce leaves one worker's gradient unchanged: one worker, no compression hook,
+// a buffer format that holds T (always when exact).
+template <class T>
+bool allreduce_is_identity(const ParallelSpec& p, bool exact);
 
 // What the averaging divides the sum by: W, or 1 for average "sum" without a hook. Each worker's
 // loss is multiplied by it beforehand so that every normalisation means the same loss.
