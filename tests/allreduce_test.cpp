@@ -150,6 +150,32 @@ TEST(AllReduce, Fp8BufferUsesAPerTensorScale) {
   EXPECT_LT(e, 0.2);
 }
 
+TEST(AllReduce, EveryRoundingIsCountedAndTinyGradientsUnderflowInABf16BufferNotInFp32) {
+  // FP32 subnormals k 2^-149, k in [2^12, 2^13) (about 2^-137), alternating signs: DDP's FP32
+  // pre-divide by 8 leaves them non-zero (>= 2^-140), far below half of BF16's smallest subnormal
+  // 2^-133, so every cast into a BF16 bucket flushes to zero.
+  const int w = 8;
+  const size_t n = 1000;
+  std::vector<std::vector<float>> g(w, std::vector<float>(n));
+  for (int p = 0; p < w; ++p)
+    for (size_t i = 0; i < n; ++i)
+      g[p][i] = std::ldexp(float((i * 7 + size_t(p) * 13) % 4096 + 4096), -149) * (i % 2 ? -1.0f : 1.0f);
+  const uint64_t wn = uint64_t(w) * n, hops = uint64_t(w - 1) * n;
+  const auto bf = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, "bf16", AverageMode::kDdp));
+  // W n FP32 pre-divides (inexact, never zero), W n casts into the bucket (all flushed), (W - 1) n
+  // adds of zeros (exact, zero inputs).
+  EXPECT_EQ(bf.stats.count, 2 * wn + hops);
+  EXPECT_EQ(bf.stats.underflow_to_zero, wn);
+  EXPECT_EQ(bf.nonzero_inputs, 2 * wn);
+  for (float v : bf.reduced) EXPECT_EQ(v, 0.0f);
+  // An FP32 bucket holds the pre-divided values: no casts, nothing flushed, the mean survives.
+  const auto f32 = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, "fp32", AverageMode::kDdp));
+  EXPECT_EQ(f32.stats.count, wn + hops);
+  EXPECT_EQ(f32.stats.underflow_to_zero, 0u);
+  EXPECT_GT(f32.stats.subnormal, 0u);
+  EXPECT_LT(rel_err_norm(g, f32.reduced, 1.0 / w), 1e-3);
+}
+
 TEST(AllReduce, BadInputIsRefused) {
   const auto g = gradients(2, 8, 4);
   EXPECT_THROW(allreduce(spans(g), config(3, AllReduceAlgorithm::kRing, "bf16")), std::invalid_argument);

@@ -315,6 +315,28 @@ TEST(ParallelTrain, Bf16RingErrorGrowsWithWorkersAndFp32AccumulationRemovesMostO
   EXPECT_LT(err["fp32ring8"], 1e-6);  // FP32 sums: only the order differs from one batch
 }
 
+TEST(ParallelTrain, AllReduceRoundingsAreCountedInTheirRole) {
+  const Problem p = make_problem(64, ItemsConfig{});
+  const uint64_t params = p.layout.param_count;
+  auto allreduce_stats = [&](const Recipe& r) {
+    Trainer<float> tr(p.layout, &r, sgd(), p.data.task, 1, 10);
+    RunState<float> s = tr.init_state(p.init);
+    const StepStats st = tr.step(s, p.batch(64), 0);
+    return std::pair{st.roles[size_t(Role::kAllReduce)], st.role_nonzero[size_t(Role::kAllReduce)]};
+  };
+  // Per parameter and step: 8 FP32 pre-divides (DDP), 8 casts into the BF16 bucket, 7 ring adds.
+  const auto [bf16, bf16_nonzero] = allreduce_stats(recipe_preset("ddp8-bf16-ring"));
+  EXPECT_EQ(bf16.count, 23 * params);
+  EXPECT_GT(bf16.inexact, params);
+  EXPECT_GT(bf16_nonzero, 16 * params * 9 / 10);
+  // FP32 buckets hold the pre-divided values: no casts, only the divides and the adds.
+  const auto [f32, f32_nonzero] = allreduce_stats(fp32_allreduce(8, "fp32", AllReduceAlgorithm::kRing));
+  EXPECT_EQ(f32.count, 15 * params);
+  EXPECT_EQ(f32.underflow_to_zero, 0u);
+  // One worker on the whole batch: no all-reduce, nothing counted.
+  EXPECT_EQ(allreduce_stats(recipe_preset("bf16-amp")).first.count, 0u);
+}
+
 TEST(ParallelTrain, DdpBucketsTakeWholeTensorsInReverseOrderAndCloseAtTheirCap) {
   const std::vector<ParamRange> t = {{0, 100}, {100, 10}, {110, 50}, {160, 5}};
   const double mb = 1.0 / 1048576.0;  // caps in bytes below

@@ -12,16 +12,41 @@ namespace {
 
 // One hop's add in the buffer format, round-to-nearest-even as NCCL's __hadd / float adds. The
 // double sum rounds once more first; that is innocuous for formats of at most 24 significand bits
-// (53 >= 2*24 + 2, Figueroa 1995) and exact for fp64, the only formats accepted.
+// (53 >= 2*24 + 2, Figueroa 1995) and exact for fp64, the only formats accepted. Every rounding a
+// rank performs is counted in `stats` (status of the rounding, non-zero finite inputs in `nonzero`),
+// except casting an FP32 value into a buffer that holds it (FP32, FP64): no rounding at all.
 struct Buffer {
   Format f;
   bool fp8 = false;  // NCCL sums fp8 through half: RN_fp8(RN_fp16(a + b))
+  bool holds_fp32 = false;
   Format half = format_by_name("fp16");
+  Format fp32 = format_by_name("fp32");
+  QuantStats* stats = nullptr;
+  uint64_t* nonzero = nullptr;
 
-  float cast(double v) const { return static_cast<float>(round_to(f, v)); }
+  void note(double in, uint32_t status) const {
+    stats->add(status);
+    *nonzero += in != 0 && std::isfinite(in);
+  }
+  float rounded(const Format& to, double v) const {
+    uint32_t s = 0;
+    const double r = round_to(to, v, {}, &s);
+    note(v, s);
+    return static_cast<float>(r);
+  }
+  // An FP32 value into the buffer.
+  float put(float v) const { return holds_fp32 ? v : rounded(f, v); }
+  // An arithmetic result (exact in double) rounded to the buffer.
+  float cast(double v) const { return rounded(f, v); }
+  // An FP32 opmath result (exact in double, or correctly rounded through it) rounded to FP32.
+  float opmath(double v) const { return rounded(fp32, v); }
   float add(float a, float b) const {
     const double s = double(a) + double(b);
-    return cast(fp8 ? round_to(half, s) : s);
+    if (!fp8) return cast(s);
+    uint32_t s1 = 0, s2 = 0;
+    const double r = round_to(f, round_to(half, s, {}, &s1), {}, &s2);
+    note(s, s1 | s2);
+    return static_cast<float>(r);
   }
 };
 
@@ -54,14 +79,14 @@ void ring(std::vector<std::vector<float>>& buf, const Buffer& b, bool fp32_accum
       next[p] = send[from];
       for (size_t i = 0; i < next[p].size(); ++i) {
         const float own = buf[p][b0 + i];
-        next[p][i] = fp32_accum ? static_cast<float>(double(next[p][i]) + double(own)) : b.add(next[p][i], own);
+        next[p][i] = fp32_accum ? b.opmath(double(next[p][i]) + double(own)) : b.add(next[p][i], own);
       }
     }
     send.swap(next);
   }
   // Rank p now holds chunk (p - 1 - (w - 1)) = p complete; cast once for the FP32 accumulator.
   for (int p = 0; p < w; ++p) {
-    for (float& v : send[p]) v = fp32_accum ? b.cast(v) : v;
+    for (float& v : send[p]) v = fp32_accum ? b.put(v) : v;
     std::copy(send[p].begin(), send[p].end(), buf[p].begin() + chunk_begin(p));
   }
   for (int p = 0; p < w; ++p)      // all-gather: chunk p travels the ring unchanged
@@ -104,8 +129,10 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
                                           : cfg.buffer;
   check_buffer_format(b.f);
   b.fp8 = b.f.bits() == 8;
-
+  b.holds_fp32 = b.f.exp_bits >= 8 && b.f.man_bits >= 23 && b.f.subnormals;
   AllReduceResult res;
+  b.stats = &res.stats;
+  b.nonzero = &res.nonzero_inputs;
   // FP8 buffers carry a per-tensor scale from the global amax (synchronised across workers) with
   // headroom for the sum of W values, so that no partial sum can overflow: W * amax maps to max.
   if (b.fp8) {
@@ -120,21 +147,21 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
 
   // Into the buffer, with the pre-sum part of the averaging.
   std::vector<std::vector<float>> buf(w, std::vector<float>(n));
-  const float nccl_mult = b.cast(inv_w);  // 1/W rounded to the buffer format (W = 3, bf16: 0.333984375)
+  const float nccl_mult = static_cast<float>(round_to(b.f, inv_w));  // 1/W rounded to the buffer format (W = 3, bf16: 0.333984375)
   for (int p = 0; p < w; ++p) {
     for (size_t i = 0; i < n; ++i) {
       float g = grads[p][i];
       if (cfg.hook != CompressHook::kNone) {
-        buf[p][i] = b.cast(double(b.cast(g)) / w);  // cast, then div_ in the low format
+        buf[p][i] = b.cast(double(b.put(g)) / w);  // cast, then div_ in the low format
         continue;
       }
       switch (cfg.average) {
-        case AverageMode::kDdp: g = g * inv_w; break;  // FP32 multiply, as DDP's mul_out opmath
-        case AverageMode::kFsdp: g = static_cast<float>(double(g) / fsdp_f); break;
+        case AverageMode::kDdp: g = b.opmath(double(g) * inv_w); break;  // FP32 multiply, as DDP's mul_out opmath
+        case AverageMode::kFsdp: g = b.opmath(double(g) / fsdp_f); break;
         default: break;
       }
-      if (b.fp8) g = g * scale;
-      float v = b.cast(g);
+      if (b.fp8) g = b.opmath(double(g) * scale);
+      float v = b.put(g);
       if (cfg.average == AverageMode::kNcclAvg) v = b.cast(double(v) * double(nccl_mult));
       buf[p][i] = v;
     }
@@ -165,7 +192,7 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
         if (cfg.average == AverageMode::kPostDivide) v = b.cast(double(v) / w);
         if (cfg.average == AverageMode::kFsdp) v = b.cast(double(v) / (double(w) / fsdp_f));
       }
-      if (b.fp8) v = v / scale;
+      if (b.fp8) v = b.opmath(double(v) / scale);
     }
   }
   res.ranks = std::move(buf);

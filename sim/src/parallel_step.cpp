@@ -69,7 +69,8 @@ int average_divisor(const ParallelSpec& p) {
 }
 
 bool bucketed_allreduce(std::vector<float>& out, const std::vector<std::vector<float>>& workers,
-                        const std::vector<ParamRange>& tensors, const ParallelSpec& p) {
+                        const std::vector<ParamRange>& tensors, const ParallelSpec& p, QuantStats* stats,
+                        uint64_t* nonzero) {
   const size_t n = workers[0].size();
   out.assign(n, 0.0f);
   bool finite = true;
@@ -99,6 +100,8 @@ bool bucketed_allreduce(std::vector<float>& out, const std::vector<std::vector<f
     const std::vector<std::span<const float>> spans(flat.begin(), flat.end());
     const AllReduceResult r = allreduce(spans, cfg);
     identical &= r.ranks_identical;
+    if (stats) *stats += r.stats;
+    if (nonzero) *nonzero += r.nonzero_inputs;
     size_t pos = 0;
     for (const ParamRange& t : bucket) {
       std::copy_n(r.reduced.begin() + pos, t.count, out.begin() + t.offset);
@@ -109,7 +112,7 @@ bool bucketed_allreduce(std::vector<float>& out, const std::vector<std::vector<f
 }
 
 bool bucketed_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
-                        const std::vector<ParamRange>&, const ParallelSpec& p) {
+                        const std::vector<ParamRange>&, const ParallelSpec& p, QuantStats*, uint64_t*) {
   out = workers[0];
   for (size_t w = 1; w < workers.size(); ++w)
     for (size_t i = 0; i < out.size(); ++i) out[i] += workers[w][i];

@@ -229,7 +229,7 @@ std::string_view to_string(Role r) {
   static constexpr std::string_view kNames[] = {"weights",     "master_weights",   "activations",
                                                 "gemm_in_forward", "gemm_in_dgrad", "gemm_in_wgrad",
                                                 "activation_grads", "weight_grads", "optimizer_state",
-                                                "grad_accumulation"};
+                                                "grad_accumulation", "allreduce"};
   return kNames[static_cast<int>(r)];
 }
 

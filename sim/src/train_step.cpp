@@ -257,7 +257,8 @@ struct Trainer<T>::Impl {
         accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact(), seed, step, uint32_t(part), &st);
       }
     update_running = true;
-    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par);
+    const size_t ar = size_t(Role::kAllReduce);
+    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par, &st.roles[ar], &st.role_nonzero[ar]);
     return n_total > 0 ? loss_sum / n_total : 0.0;
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "precsim/formats/format.h"
+#include "precsim/formats/quant_options.h"
 
 namespace precsim {
 
@@ -42,6 +43,11 @@ struct AllReduceResult {
   bool ranks_identical = true;           // every rank's final buffer has the same bits
   std::vector<std::vector<float>> ranks; // every rank's final buffer (kept for tests; may be cleared)
   double scale = 1.0;                    // per-tensor scale used for FP8 buffers (1 otherwise)
+  // Every rounding any rank performed: casts into the buffer (none where the buffer holds FP32),
+  // each hop's add, the averaging's FP32 and buffer-format products and quotients, the FP8 scale;
+  // nonzero_inputs counts the non-zero finite values entering them.
+  QuantStats stats;
+  uint64_t nonzero_inputs = 0;
 };
 
 // grads[w] is worker w's gradient (all the same length). Throws std::invalid_argument on bad sizes,

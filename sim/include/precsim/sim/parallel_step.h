@@ -44,11 +44,14 @@ int average_divisor(const ParallelSpec& p);
 // parameter tensors of the flat buffer in parameter order. Each DDP bucket (ddp_buckets) is
 // all-reduced on its own. Non-finite gradients (an FP16 overflow the loss scaler will skip) are
 // summed in FP32 instead, so that the inf/NaN reaches the scaler. Returns false if any rank's
-// buffer differed from the others.
+// buffer differed from the others. stats, nonzero (optional) add up the all-reduce's roundings
+// (AllReduceResult::stats) over the buckets: the role `allreduce` of a step.
 bool bucketed_allreduce(std::vector<float>& out, const std::vector<std::vector<float>>& workers,
-                        const std::vector<ParamRange>& tensors, const ParallelSpec& p);
-// FP64: out = (sum over w in order of workers[w]) / average_divisor.
+                        const std::vector<ParamRange>& tensors, const ParallelSpec& p, QuantStats* stats = nullptr,
+                        uint64_t* nonzero = nullptr);
+// FP64: out = (sum over w in order of workers[w]) / average_divisor; nothing is rounded or counted.
 bool bucketed_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
-                        const std::vector<ParamRange>& tensors, const ParallelSpec& p);
+                        const std::vector<ParamRange>& tensors, const ParallelSpec& p, QuantStats* stats = nullptr,
+                        uint64_t* nonzero = nullptr);
 
 }  // namespace precsim

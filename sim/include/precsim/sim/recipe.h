@@ -30,6 +30,7 @@ enum class Role : uint32_t {
   kWeightGrads,      // parameter gradients as produced by the backward pass
   kOptimizerState,   // momentum / Adam moments
   kGradAccumulation, // the gradient accumulation buffer across micro-batches (and its Kahan compensation)
+  kAllReduce,        // the data-parallel all-reduce: bucket casts, every hop's add, the averaging
   kCount
 };
 std::string_view to_string(Role);
