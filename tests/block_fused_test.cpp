@@ -150,15 +150,16 @@ void expect_matches_reference(const BlockScaling& s, const std::vector<float>& x
   }
 }
 
-// Shapes with partial edge blocks and a single row; `big` adds one large enough for the
-// threaded path.
+// Shapes with partial edge blocks, a single row, and rows long enough for whole groups of blocks
+// (as many blocks as vector lanes) on every target; `big` adds one large enough for the threaded
+// path.
 void check_scheme(const std::string& scheme, int axis, Rounding rounding = Rounding::kNearestEven,
                   bool big = false) {
   BlockScaling s = parse_block_scaling(scheme);
   s.axis = axis;
   s.element_options.rounding = rounding;
   s.element_options.sr_key = SrKey{0x5eed, 3, 2, 1};
-  std::vector<Shape> shapes = {{37, 100}, {1, 300}, {64, 64}};
+  std::vector<Shape> shapes = {{37, 100}, {1, 300}, {64, 64}, {3, 1100}};
   if (big) shapes.push_back({160, 260});
   uint32_t seed = 1;
   for (const Shape& sh : shapes) {
@@ -230,6 +231,18 @@ TEST(BlockFused, EveryRoundingModeMatchesScalar) {
                            Rounding::kOdd, Rounding::kStochastic})
     for (const char* scheme : {"mxfp8_e4m3", "mxfp4:2d", "mxint8", "nvfp4", "fp8_e4m3:row", "fp8_e5m2:block128"})
       for (const int axis : {1, 0}) check_scheme(scheme, axis, r);
+}
+
+TEST(BlockFused, RowsCrossingAStochasticStreamBoundaryMatchScalar) {
+  // Element indices cross 2^32 inside a row: the row is rounded in two pieces there, the second
+  // not starting on a block's vector.
+  for (const char* scheme : {"mxfp8_e4m3", "mxfp4:block=16", "nvfp4", "fp8_e4m3:tile128"})
+    for (const Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+      BlockScaling s = parse_block_scaling(scheme);
+      s.element_options.rounding = r;
+      s.element_options.sr_key = SrKey{0x5eed, 3, 2, 1};
+      expect_matches_reference(s, adversarial(s, 5, 1100, 8), 5, 1100, -1, (uint64_t{1} << 32) - 2203);
+    }
 }
 
 TEST(BlockFused, AnyThreadCountGivesTheSameBits) {

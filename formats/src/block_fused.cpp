@@ -253,6 +253,8 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
       derive_scales(s, f, in, i, std::min(nb, static_cast<size_t>(i) + 1024));
   }
   const std::vector<Tile> tiles = fused ? fused_tiles(f.g, rows, cols) : plain_tiles(rows, cols);
+  // MX and NVFP4 blocks within a row: the kernel makes each group's maxima and scales as it goes.
+  f.k.inline_scales = fused && f.g.br == 1 && (s.scale_format == ScaleFormat::kE8M0 || s.rule == ScaleRule::kNvfp4);
   size_t buf_size = 0;
   for (const Tile& t : tiles) buf_size = std::max(buf_size, 2 * (t.c1 - t.c0));
   uint64_t sat = 0, fl = 0, nf = 0;
@@ -260,10 +262,13 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   {
     std::vector<float> buf(buf_size);
     BlockPassCounts c;
+    BlockTileIo io;
+    io.in = in, io.out = out, io.amax = f.amax.data(), io.enc = f.enc.data(), io.dec = f.dec.data();
+    io.buf = buf.data(), io.counts = stats ? &c : nullptr;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < static_cast<int64_t>(tiles.size()); ++i) {
       const Tile& t = tiles[i];
-      if (fused) {
+      if (fused && !f.k.inline_scales) {
         // Rows of one block-row share their blocks: maxima and scales once per block-row.
         for (size_t r = t.r0; r < t.r1; r = std::min(t.r1, (r / f.g.br + 1) * f.g.br)) {
           const size_t r_end = std::min(t.r1, (r / f.g.br + 1) * f.g.br);
@@ -271,8 +276,12 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
           derive_scales(s, f, in, tile_blocks_begin(f, r, t.c0), tile_blocks_end(f, r, t.c1));
         }
       }
-      block_tile_quantize(f.k, in, out, t.r0, t.r1, t.c0, t.c1, f.enc.data(), f.dec.data(), buf.data(),
-                          stats ? &c : nullptr);
+      io.ahead = 0;
+      if (static_cast<size_t>(i) + 1 < tiles.size()) {
+        const Tile& u = tiles[i + 1];
+        io.ahead = static_cast<ptrdiff_t>(u.r0 * cols + u.c0) - static_cast<ptrdiff_t>(t.r0 * cols + t.c0);
+      }
+      block_tile_quantize(f.k, io, t.r0, t.r1, t.c0, t.c1);
     }
     sat += c.saturated, fl += c.flushed, nf += c.nonfinite;
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "block_kernel.h"
 #include "precsim/formats/sr_bits.h"
@@ -28,19 +29,13 @@ constexpr uint32_t kNanBits = 0x7fc00000u;
 
 inline uint32_t mag_bits(float x) { return std::bit_cast<uint32_t>(x) & kAbsMask; }
 
-// Largest |x| bits of n floats: finite magnitudes order like their bits and NaN and Inf lie
-// above, so one unsigned max finds amax and flags a non-finite value.
-inline uint32_t run_max(const float* x, size_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const size_t N = hn::Lanes(df);
-  const auto abs = hn::Set(du, kAbsMask);
-  auto m = hn::Zero(du);
-  size_t i = 0;
-  for (; i + N <= n; i += N) m = hn::Max(m, hn::And(hn::BitCast(du, hn::LoadU(df, x + i)), abs));
-  uint32_t r = hn::GetLane(hn::MaxOfLanes(du, m));
-  for (; i < n; ++i) r = std::max(r, mag_bits(x[i]));
-  return r;
+// count floats from p (count <= lanes), zeros beyond.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
+  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
+  std::copy_n(p, count, b);
+  return hn::Load(d, b);
 }
 
 HWY_NOINLINE void TileAmax(const BlockKernelParams& p, const float* in, size_t r0, size_t r1,
@@ -49,34 +44,64 @@ HWY_NOINLINE void TileAmax(const BlockKernelParams& p, const float* in, size_t r
   const hn::RebindToUnsigned<decltype(df)> du;
   const size_t N = hn::Lanes(df);
   const auto abs = hn::Set(du, kAbsMask);
-  for (size_t r = r0; r < r1; ++r) {
-    const float* x = in + r * p.cols;
-    uint32_t* a = amax + (r / p.br) * p.nbc;
-    if (p.bc == 1) {  // a block per column: the maxima of a row are a contiguous array
+  if (p.bc == 1) {  // a block per column: the maxima of a row are a contiguous array
+    for (size_t r = r0; r < r1; ++r) {
+      const float* x = in + r * p.cols;
+      uint32_t* a = amax + (r / p.br) * p.nbc;
       size_t c = c0;
       for (; c + N <= c1; c += N) {
         const auto m = hn::And(hn::BitCast(du, hn::LoadU(df, x + c)), abs);
         hn::StoreU(hn::Max(hn::LoadU(du, a + c), m), du, a + c);
       }
       for (; c < c1; ++c) a[c] = std::max(a[c], mag_bits(x[c]));
-      continue;
     }
+    return;
+  }
+  // Rows in order (the input streams from memory), one cross-lane reduction per block and row, or
+  // per block where a block has several rows: their column maxima first.
+  thread_local std::vector<uint32_t> column_max;
+  uint32_t* m = nullptr;
+  if (p.br > 1) {
+    column_max.resize(c1 - c0);
+    m = column_max.data();
+  }
+  for (size_t r = r0; r < r1;) {
+    const size_t r_end = p.br > 1 ? std::min(r1, (r / p.br + 1) * p.br) : r + 1;
+    const float* x = in + r * p.cols + c0;
+    if (m) {
+      std::fill_n(m, c1 - c0, 0u);
+      for (size_t rr = r; rr < r_end; ++rr) {
+        const float* y = in + rr * p.cols + c0;
+        size_t c = 0;
+        for (; c + N <= c1 - c0; c += N)
+          hn::StoreU(hn::Max(hn::LoadU(du, m + c), hn::And(hn::BitCast(du, hn::LoadU(df, y + c)), abs)), du, m + c);
+        for (; c < c1 - c0; ++c) m[c] = std::max(m[c], mag_bits(y[c]));
+      }
+    }
+    auto mags = [&](size_t c) HWY_ATTR { return m ? hn::LoadU(du, m + c) : hn::And(hn::BitCast(du, hn::LoadU(df, x + c)), abs); };
+    uint32_t* a = amax + (r / p.br) * p.nbc;
     for (size_t b = c0 / p.bc; b * p.bc < c1; ++b) {
-      const size_t s0 = std::max(c0, b * p.bc), s1 = std::min(c1, b * p.bc + p.bc);
-      a[b] = std::max(a[b], run_max(x + s0, s1 - s0));
+      const size_t s0 = std::max(c0, b * p.bc) - c0, s1 = std::min(c1, b * p.bc + p.bc) - c0;
+      auto v = hn::Zero(du);
+      uint32_t t = 0;
+      size_t c = s0;
+      for (; c + N <= s1; c += N) v = hn::Max(v, mags(c));
+      for (; c < s1; ++c) t = std::max(t, m ? m[c] : mag_bits(x[c]));
+      a[b] = std::max({a[b], t, static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(du, v)))});
     }
+    r = r_end;
   }
 }
 
-// OCP MX E8M0 scales (block_plan.cpp mx_scale, the reference): amax = 1.frac * 2^E (subnormal
-// amax normalised through an exact int-to-float conversion), e by the rule, clamped to
-// [-127, 127]; enc = 2^-e, dec = 2^(e + element_exp), both exact floats (subnormal at the ends).
-// A block holding NaN or Inf gets enc 0 and dec NaN; an all-zero block e = -127.
-template <class DI>
-HWY_INLINE void MxScaleVec(const BlockKernelParams& p, DI di, const uint32_t* amax, float* enc, float* dec) {
+// OCP MX E8M0 scales (block_plan.cpp mx_scale, the reference) of the block maxima a (|x| bits):
+// amax = 1.frac * 2^E (subnormal amax normalised through an exact int-to-float conversion), e by
+// the rule, clamped to [-127, 127]; enc = 2^-e, dec = 2^(e + element_exp), both exact floats
+// (subnormal at the ends). A block holding NaN or Inf gets enc 0 and dec NaN; an all-zero block
+// e = -127.
+template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
+HWY_INLINE void MxScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& enc, VF& dec) {
   const hn::RebindToFloat<DI> df;
   const hn::RebindToUnsigned<DI> du;
-  const auto a = hn::BitCast(di, hn::LoadU(du, amax));
   const auto frac_mask = hn::Set(di, 0x7fffff);
   const auto nonfinite = hn::Gt(a, hn::Set(di, 0x7f7fffff));
   const auto sub = hn::Lt(a, hn::Set(di, 0x00800000));
@@ -100,87 +125,118 @@ HWY_INLINE void MxScaleVec(const BlockKernelParams& p, DI di, const uint32_t* am
     const auto subnormal = hn::BitCast(di, hn::Set(du, 1u) << hn::BitCast(du, shift));
     return hn::IfThenElse(hn::Gt(k, hn::Set(di, -127)), normal, subnormal);
   };
-  const auto enc_bits = hn::IfThenZeroElse(nonfinite, pow2(hn::Neg(e)));
-  const auto dec_bits = hn::IfThenElse(nonfinite, hn::Set(di, static_cast<int32_t>(kNanBits)),
-                                       pow2(hn::Add(e, hn::Set(di, p.element_exp))));
-  hn::StoreU(hn::BitCast(df, enc_bits), df, enc);
-  hn::StoreU(hn::BitCast(df, dec_bits), df, dec);
+  enc = hn::BitCast(df, hn::IfThenZeroElse(nonfinite, pow2(hn::Neg(e))));
+  dec = hn::BitCast(df, hn::IfThenElse(nonfinite, hn::Set(di, static_cast<int32_t>(kNanBits)),
+                                       pow2(hn::Add(e, hn::Set(di, p.element_exp)))));
 }
 
 // NVFP4 (block_plan.cpp nvfp4_scale): the E4M3 block scale sv = RNE_sat(amax / 6 * s_enc), all
 // in FP32; enc = 1 / (sv * s_dec); a zero sv gives enc 0 and dec 0, a non-finite block enc 0
 // and dec NaN. dec holds sv; the tensor scale multiplies in the element pass.
-HWY_INLINE void NvScales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t N = hn::Lanes(df);
-  constexpr size_t kPiece = 256;
-  HWY_ALIGN float sv[kPiece + hn::MaxLanes(df)];
-  HWY_ALIGN uint32_t pad[hn::MaxLanes(df)];
-  for (size_t i0 = 0; i0 < n; i0 += kPiece) {
-    const size_t m = std::min(kPiece, n - i0);
-    const size_t mv = (m + N - 1) / N * N;
-    auto load_amax = [&](size_t i) HWY_ATTR {
-      if (i0 + i + N <= n) return hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i0 + i));
-      for (size_t j = 0; j < N; ++j) pad[j] = i0 + i + j < n ? amax[i0 + i + j] : 0;
-      return hn::Load(di, reinterpret_cast<const int32_t*>(pad));
-    };
-    for (size_t i = 0; i < mv; i += N) {
-      const auto a = load_amax(i);
-      const auto nonfinite = hn::RebindMask(df, hn::Gt(a, hn::Set(di, 0x7f7fffff)));
-      const auto x = hn::Mul(hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)), hn::Set(df, p.tensor_enc));
-      hn::Store(hn::IfThenZeroElse(nonfinite, x), df, sv + i);
-    }
-    quantize_f32_span(*p.scale_plan, SrKey{}, sv, sv, m, nullptr, 0);
-    for (size_t i = 0; i < mv; i += N) {
-      const auto a = load_amax(i);
-      const auto nonfinite = hn::RebindMask(df, hn::Gt(a, hn::Set(di, 0x7f7fffff)));
-      const auto s = hn::Load(df, sv + i);
-      const auto zero = hn::Or(nonfinite, hn::Eq(s, hn::Zero(df)));
-      const auto e = hn::IfThenZeroElse(zero, hn::Div(hn::Set(df, 1.0f), hn::Mul(s, hn::Set(df, p.tensor_dec))));
-      const auto d = hn::IfThenElse(nonfinite, hn::BitCast(df, hn::Set(di, static_cast<int32_t>(kNanBits))), s);
-      const size_t k = std::min(N, m - std::min(m, i));
-      HWY_ALIGN float eb[hn::MaxLanes(df)], db[hn::MaxLanes(df)];
-      hn::Store(e, df, eb);
-      hn::Store(d, df, db);
-      std::copy_n(eb, k, enc + i0 + i);
-      std::copy_n(db, k, dec + i0 + i);
-    }
-  }
+template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
+HWY_INLINE void NvScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& enc, VF& dec) {
+  const hn::RebindToFloat<DI> df;
+  const auto nonfinite = hn::RebindMask(df, hn::Gt(a, hn::Set(di, 0x7f7fffff)));
+  const auto x = hn::Mul(hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)), hn::Set(df, p.tensor_enc));
+  VF s = hn::Zero(df);
+  Counts unused{};
+  // The scale plan is E4M3 with nearest-even rounding and saturation (block_fused.cpp).
+  RoundRun<Rounding::kNearestEven, false>(
+      *p.scale_plan, 0, 0, hn::Lanes(df), 0, unused,
+      [&](size_t, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { return hn::IfThenZeroElse(nonfinite, x); },
+      [&](size_t, VF r, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { s = r; });
+  const auto zero = hn::Or(nonfinite, hn::Eq(s, hn::Zero(df)));
+  enc = hn::IfThenZeroElse(zero, hn::Div(hn::Set(df, 1.0f), hn::Mul(s, hn::Set(df, p.tensor_dec))));
+  dec = hn::IfThenElse(nonfinite, hn::BitCast(df, hn::Set(di, static_cast<int32_t>(kNanBits))), s);
+}
+
+template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
+HWY_INLINE void BlockScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& enc, VF& dec) {
+  if (p.rule == ScaleRule::kNvfp4) NvScale(p, di, a, enc, dec);
+  else MxScale(p, di, a, enc, dec);
+}
+
+// The first n lanes of v to out (n <= lanes).
+template <class D, typename T>
+HWY_INLINE void StorePart(D d, hn::Vec<D> v, size_t n, T* out) {
+  if (n == hn::Lanes(d)) return hn::StoreU(v, d, out);
+  HWY_ALIGN T b[hn::MaxLanes(d)];
+  hn::Store(v, d, b);
+  std::copy_n(b, n, out);
 }
 
 HWY_NOINLINE void Scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
-  if (p.rule == ScaleRule::kNvfp4) return NvScales(p, amax, n, enc, dec);
   const hn::ScalableTag<int32_t> di;
+  const hn::RebindToFloat<decltype(di)> df;
   const size_t N = hn::Lanes(di);
-  size_t i = 0;
-  for (; i + N <= n; i += N) MxScaleVec(p, di, amax + i, enc + i, dec + i);
-  if (i < n) {  // the tail through the same code on a padded copy
-    HWY_ALIGN uint32_t a[hn::MaxLanes(di)] = {};
-    HWY_ALIGN float e[hn::MaxLanes(di)], d[hn::MaxLanes(di)];
-    std::copy(amax + i, amax + n, a);
-    MxScaleVec(p, di, a, e, d);
-    std::copy_n(e, n - i, enc + i);
-    std::copy_n(d, n - i, dec + i);
+  for (size_t i = 0; i < n; i += N) {
+    const size_t k = std::min(N, n - i);
+    HWY_ALIGN int32_t a[hn::MaxLanes(di)] = {};  // the tail through the same code, padded
+    std::copy_n(reinterpret_cast<const int32_t*>(amax + i), k, a);
+    hn::Vec<decltype(df)> e, d;
+    BlockScale(p, di, hn::Load(di, a), e, d);
+    StorePart(df, e, k, enc + i);
+    StorePart(df, d, k, dec + i);
   }
 }
 
-// count floats from p (count <= lanes), zeros beyond.
+// v[0 .. lanes): lane j of the result is the largest lane of v[j]. Pairs of vectors merge into
+// one holding the pairwise maxima of each (the lower half from the first), so lanes - 1 merges
+// of two permutations and a max replace a cross-lane reduction per vector.
 template <class D>
-HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
-  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
-  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
-  std::copy_n(p, count, b);
-  return hn::Load(d, b);
+HWY_INLINE hn::Vec<D> LaneMaxima(D d, hn::Vec<D>* v) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  return v[0];
+#else
+  for (size_t n = hn::MaxLanes(d); n > 1; n /= 2)
+    for (size_t j = 0; j < n / 2; ++j)
+      v[j] = hn::Max(hn::ConcatEven(d, v[2 * j + 1], v[2 * j]), hn::ConcatOdd(d, v[2 * j + 1], v[2 * j]));
+  return v[0];
+#endif
+}
+
+// Maxima and scales of the (up to) lanes blocks of bc floats starting at x, of which `avail`
+// floats belong to the row, into am, e and d (one entry per block).
+HWY_INLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t avail, uint32_t* am, float* e,
+                            float* d) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::RebindToFloat<decltype(di)> df;
+  constexpr size_t N = hn::MaxLanes(di);
+  const size_t bc = p.bc;
+  const auto abs = hn::Set(di, static_cast<int32_t>(kAbsMask));
+  hn::Vec<decltype(di)> m[N];
+  if (avail >= N * bc) {
+    for (size_t j = 0; j < N; ++j) {
+      auto v = hn::And(hn::BitCast(di, hn::LoadU(df, x + j * bc)), abs);
+      for (size_t k = N; k < bc; k += N) v = hn::Max(v, hn::And(hn::BitCast(di, hn::LoadU(df, x + j * bc + k)), abs));
+      m[j] = v;
+    }
+  } else {  // the row ends inside the group: zeros beyond it
+    for (size_t j = 0; j < N; ++j) {
+      m[j] = hn::Zero(di);
+      for (size_t k = j * bc; k < j * bc + bc && k < avail; k += N)
+        m[j] = hn::Max(m[j], hn::And(hn::BitCast(di, LoadPart(df, x + k, std::min(N, avail - k))), abs));
+    }
+  }
+  const auto a = LaneMaxima(di, m);
+  hn::Vec<decltype(df)> ev, dv;
+  BlockScale(p, di, a, ev, dv);
+  const size_t blocks = std::min(N, (avail + bc - 1) / bc);
+  StorePart(di, a, blocks, reinterpret_cast<int32_t*>(am));
+  StorePart(df, ev, blocks, e);
+  StorePart(df, dv, blocks, d);
 }
 
 // One row of a tile, columns c0 .. c0 + w: x * enc (* elem_factor) rounded in registers by the
 // quantize kernel's rounding and decoded with dec, straight into out. kPerBlock: e and d are the
-// scales of the row's blocks, 2^shift columns each, and no vector straddles two blocks; otherwise
-// they hold a scale per column.
+// scales of the row's blocks, 2^shift columns each, and no vector straddles two blocks (and with
+// am, the maxima and scales of each group of lanes blocks are made here, as the group is
+// reached); otherwise they hold a scale per column. ahead: see BlockTileIo.
 template <bool kPerBlock>
-HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const float* e, const float* d, float* o,
-                            size_t c0, size_t w, int shift, uint64_t index, bool count, BlockPassCounts& k) {
+HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, float* e, float* d, uint32_t* am, float* o,
+                            size_t c0, size_t w, int shift, uint64_t index, bool count, BlockPassCounts& k,
+                            ptrdiff_t ahead) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;  // magnitudes fit in 31 bits
   const size_t N = hn::Lanes(df);
@@ -190,10 +246,20 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const fl
   const auto abs = hn::Set(di, static_cast<int32_t>(kAbsMask));
   const auto inf = hn::Set(di, static_cast<int32_t>(kInfBits));
   const bool mul_f = p.elem_factor != 1.0f, nv = p.rule == ScaleRule::kNvfp4;
+  const size_t group_mask = (N << shift) - 1;  // columns of lanes blocks
   size_t off = 0;  // of the current piece of the row
   auto source = [&](size_t i, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-    const auto ev = kPerBlock ? hn::Set(df, e[(c0 + off + i) >> shift]) : LoadPart(df, e + off + i, n);
-    auto v = hn::Mul(LoadPart(df, x + off + i, n), ev);
+    const size_t col = off + i;
+    if (kPerBlock && am && (col & group_mask) == 0) {
+      const size_t b = (c0 + col) >> shift;
+      GroupScales(p, x + col, w - col, am + b, e + b, d + b);
+    }
+    if (ahead) {  // into L2, as an address: the next tile may be shorter than this one
+      const uintptr_t at = reinterpret_cast<uintptr_t>(x + col) + static_cast<uintptr_t>(ahead) * sizeof(float);
+      __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
+    }
+    const auto ev = kPerBlock ? hn::Set(df, e[(c0 + col) >> shift]) : LoadPart(df, e + col, n);
+    auto v = hn::Mul(LoadPart(df, x + col, n), ev);
     if (mul_f) v = hn::Mul(v, f);
     if (count) k.saturated += hn::CountTrue(df, hn::Gt(hn::Abs(v), lim));
     return v;
@@ -211,10 +277,7 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const fl
       const auto fl = hn::And(hn::AndNot(hn::Eq(xa, hn::Zero(di)), finite), hn::RebindMask(di, hn::Eq(v, hn::Zero(df))));
       k.flushed += hn::CountTrue(di, fl);
     }
-    if (n == N) return hn::StoreU(v, df, o + off + i);
-    HWY_ALIGN float b[hn::MaxLanes(df)];
-    hn::Store(v, df, b);
-    std::copy_n(b, n, o + off + i);
+    StorePart(df, v, n, o + off + i);
   };
   Counts unused{};
   // Stochastic-rounding bits of element i come from index + i; the stream changes at multiples of
@@ -232,47 +295,60 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, const fl
   }
 }
 
-HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
-                               size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
-                               BlockPassCounts* counts) {
+// Whether the row's indices [index, index + w) cross a multiple of 2^32, where the row is cut
+// into pieces that need not start on a vector of a block.
+inline bool crosses_stream(uint64_t index, size_t w) { return (index & 0xffffffffu) + w > (uint64_t{1} << 32); }
+
+HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io, size_t r0, size_t r1,
+                               size_t c0, size_t c1) {
   const size_t w = c1 - c0;
   BlockPassCounts k;
-  float* e_col = buf;
-  float* d_col = buf + w;
+  float* e_col = io.buf;
+  float* d_col = io.buf + w;
   // Blocks of 2^shift columns, a whole number of vectors, starting on a vector: one broadcast
   // scale per vector.
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
   const bool pow2 = (p.bc & (p.bc - 1)) == 0;
-  const bool per_block = p.bc > 1 && pow2 && p.bc % N == 0 && c0 % N == 0;
+  bool per_block = p.bc > 1 && pow2 && p.bc % N == 0 && c0 % N == 0;
+  for (size_t r = r0; r < r1 && per_block; ++r) per_block = !crosses_stream(p.index_base + r * p.cols + c0, w);
   const int shift = per_block ? hwy::Num0BitsBelowLS1Bit_Nonzero64(p.bc) : 0;
+  const bool group = p.inline_scales && per_block;
+  if (p.inline_scales && !group) {  // maxima and scales of the tile's blocks first (br == 1)
+    TileAmax(p, io.in, r0, r1, c0, c1, io.amax);
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t b0 = r * p.nbc + c0 / p.bc;
+      Scales(p, io.amax + b0, (c1 + p.bc - 1) / p.bc - c0 / p.bc, io.enc + b0, io.dec + b0);
+    }
+  }
   for (size_t r = r0; r < r1; ++r) {
     const size_t rb = r / p.br;
-    const float* x = in + r * p.cols + c0;
-    float* o = out + r * p.cols + c0;
+    const float* x = io.in + r * p.cols + c0;
+    float* o = io.out + r * p.cols + c0;
     const uint64_t index = p.index_base + r * p.cols + c0;
     if (per_block) {
-      QuantizeRow<true>(p, x, enc + rb * p.nbc, dec + rb * p.nbc, o, c0, w, shift, index, counts != nullptr, k);
+      QuantizeRow<true>(p, x, io.enc + rb * p.nbc, io.dec + rb * p.nbc, group ? io.amax + rb * p.nbc : nullptr, o,
+                        c0, w, shift, index, io.counts != nullptr, k, io.ahead);
       continue;
     }
-    const float* e = enc + rb * p.nbc + c0;  // a block per column: the scales are per column already
-    const float* d = dec + rb * p.nbc + c0;
+    float* e = io.enc + rb * p.nbc + c0;  // a block per column: the scales are per column already
+    float* d = io.dec + rb * p.nbc + c0;
     if (p.bc != 1) {
       if (r == r0 || r % p.br == 0) {  // the block-row's scales spread over its columns
         for (size_t b = c0 / p.bc; b * p.bc < c1; ++b) {
           const size_t s0 = std::max(c0, b * p.bc) - c0, s1 = std::min(c1, b * p.bc + p.bc) - c0;
-          std::fill(e_col + s0, e_col + s1, enc[rb * p.nbc + b]);
-          std::fill(d_col + s0, d_col + s1, dec[rb * p.nbc + b]);
+          std::fill(e_col + s0, e_col + s1, io.enc[rb * p.nbc + b]);
+          std::fill(d_col + s0, d_col + s1, io.dec[rb * p.nbc + b]);
         }
       }
       e = e_col, d = d_col;
     }
-    QuantizeRow<false>(p, x, e, d, o, c0, w, 0, index, counts != nullptr, k);
+    QuantizeRow<false>(p, x, e, d, nullptr, o, c0, w, 0, index, io.counts != nullptr, k, io.ahead);
   }
-  if (counts) {
-    counts->saturated += k.saturated;
-    counts->flushed += k.flushed;
-    counts->nonfinite += k.nonfinite;
+  if (io.counts) {
+    io.counts->saturated += k.saturated;
+    io.counts->flushed += k.flushed;
+    io.counts->nonfinite += k.nonfinite;
   }
 }
 
@@ -317,10 +393,9 @@ void block_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, fl
   HWY_DYNAMIC_DISPATCH(Scales)(p, amax, n, enc, dec);
 }
 
-void block_tile_quantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
-                         size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
-                         BlockPassCounts* counts) {
-  HWY_DYNAMIC_DISPATCH(TileQuantize)(p, in, out, r0, r1, c0, c1, enc, dec, buf, counts);
+void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size_t r0, size_t r1, size_t c0,
+                         size_t c1) {
+  HWY_DYNAMIC_DISPATCH(TileQuantize)(p, io, r0, r1, c0, c1);
 }
 
 uint32_t finite_amax_bits(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(FiniteAmax)(in, n); }

@@ -42,6 +42,10 @@ struct BlockKernelParams {
   bool stochastic = false;
   uint64_t index_base = 0;
   bool decode = true;  // false: out gets the rounded values in element units (for codes)
+  // MX and NVFP4 blocks of one row (br == 1): the element pass finds the maxima and scales of
+  // each group of blocks just before it rounds them, so the tile is read once (block_fused.cpp
+  // leaves amax, enc and dec of such tiles to block_tile_quantize).
+  bool inline_scales = false;
 };
 
 // Counts of the element pass (BlockStats order): |scaled| above the largest element, finite
@@ -56,12 +60,24 @@ void block_tile_amax(const BlockKernelParams& p, const float* in, size_t r0, siz
                      size_t c1, uint32_t* amax);
 // enc and dec of n consecutive blocks from their amax (MX rules and NVFP4; not kAmax, not plain).
 void block_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec);
-// Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of in into out (which may alias
-// in). buf holds 2 * (c1 - c0) floats (the scales spread over columns). counts: null, or the
-// counts to add to.
-void block_tile_quantize(const BlockKernelParams& p, const float* in, float* out, size_t r0, size_t r1,
-                         size_t c0, size_t c1, const float* enc, const float* dec, float* buf,
-                         BlockPassCounts* counts);
+// What the element pass of one tile reads and writes.
+struct BlockTileIo {
+  const float* in = nullptr;
+  float* out = nullptr;  // may alias in
+  // The block arrays (nbr x nbc); amax, enc and dec are written here under inline_scales.
+  uint32_t* amax = nullptr;
+  float* enc = nullptr;
+  float* dec = nullptr;
+  float* buf = nullptr;  // 2 * (c1 - c0) floats: the scales spread over columns
+  BlockPassCounts* counts = nullptr;  // null, or the counts to add to
+  // Elements from the start of this tile to the start of the next, whose input is prefetched
+  // while this one is rounded (0: none).
+  ptrdiff_t ahead = 0;
+};
+
+// Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of io.in into io.out.
+void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size_t r0, size_t r1, size_t c0,
+                         size_t c1);
 // The fast block_fake_quantize (block_fused.cpp); false where it does not apply (element formats
 // whose values are not all float32 values, empty arrays), and the scalar path runs.
 bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
