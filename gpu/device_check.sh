@@ -60,7 +60,7 @@ sed -n '1,4p' "$dir/gpu-info.log" | tee -a "$summary"
 step gpu-test 120 "${gpu_test[@]}" --gtest_brief=1
 grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$dir/gpu-test.log" | tee -a "$summary"
 step gpu-probe 120 "${precsim[@]}" gpu probe --out "$dir/gpu-probe.json"
-grep -E '^(wmma|mma|cublaslt)' "$dir/gpu-probe.log" | cut -c1-150 | tee -a "$summary"
+grep -E '^(wmma|mma|wgmma|cublaslt)' "$dir/gpu-probe.log" | cut -c1-150 | tee -a "$summary"
 gemm() {  # NAME ARGS...
   local name="$1"; shift
   mkdir -p "$dir/operands/$name"
@@ -77,6 +77,24 @@ gemm tf32 --type tf32
 gemm e4m3 --type e4m3
 gemm e4m3-fast --type e4m3 --fast-accum
 gemm e5m2-fast --type e5m2 --fast-accum
+# Training: each recipe emulated and, from the same weights and batches, with its matrix products
+# on cuBLASLt; one summary line per recipe with the largest per-step differences.
+cat >"$dir/train-cuda-config.json" <<'JSON'
+{"steps": 200, "batch": 64, "seed": 1, "shadow_every": 0,
+ "data": {"kind": "gaussian-mixture", "features": 32, "classes": 8, "train_size": 4096, "heldout_size": 512},
+ "model": {"hidden": [64, 64]}, "optimizer": {"kind": "adamw", "lr": 0.003},
+ "recipes": ["fp32", "bf16-amp", "fp16-amp", "fp8-current", "fp8-delayed"]}
+JSON
+step train-cuda 150 "${precsim[@]}" train --backend cuda --config "$dir/train-cuda-config.json" \
+  --out "$dir/train-cuda.json"
+if command -v python3 >/dev/null && [ -f "$dir/train-cuda.json" ]; then
+  python3 - "$dir/train-cuda.json" <<'PY' | tee -a "$summary"
+import json, sys
+for v in json.load(open(sys.argv[1]))["results"]["runs"][0]["variants"]:
+    s = v["backend"]["summary"]
+    print(f"  train {v['name']:<12} max|loss diff| {s['max_abs_loss_diff']} max weight rel err {s['max_weight_rel_err']}")
+PY
+fi
 if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
   for t in bf16 fp16 e4m3 e4m3-fast; do
     type="${t%-fast}"; fast=""; [ "$t" != "$type" ] && fast="--fast-accum"

@@ -164,7 +164,9 @@ TEST(GpuTypes, ValuesOutsideTheTypeAreRefused) {
   EXPECT_THROW(encode_codes(gpu_type("fp16"), {0.1}), std::invalid_argument);
   EXPECT_THROW(encode_codes(gpu_type("tf32"), {1.0 + std::ldexp(1.0, -11)}), std::invalid_argument);
   EXPECT_THROW(gpu_type("fp64"), std::invalid_argument);
-  EXPECT_THROW(probe_instr("wgmma-f16"), std::invalid_argument);
+  EXPECT_THROW(probe_instr("wgmma-f64"), std::invalid_argument);
+  EXPECT_EQ(probe_instr("wgmma-f16").abi, PRECSIM_GPU_WGMMA_F16_F32);
+  EXPECT_EQ(probe_instr("wgmma-e5m2").in, "e5m2");
 }
 
 }  // namespace

@@ -86,6 +86,11 @@ TEST(GpuCli, ProbeInfersTheModelsAndSkipsWhatTheDeviceLacks) {
   EXPECT_EQ(t["wmma-f16-f16"]["findings"]["out_rounding"], "nearest-even");
   EXPECT_EQ(t["mma-e4m3"]["findings"]["frac_bits"], 13);
   EXPECT_TRUE(t["mma-e5m2"].contains("skipped"));
+  EXPECT_EQ(t["wgmma-bf16"]["instruction_k"], 16);
+  EXPECT_EQ(t["wgmma-bf16"]["findings"]["frac_bits"], 25);
+  EXPECT_EQ(t["wgmma-bf16"]["findings"]["block_size"], 16);
+  EXPECT_EQ(t["wgmma-e5m2"]["instruction_k"], 32);
+  EXPECT_EQ(t["wgmma-e5m2"]["findings"]["frac_bits"], 13);
   EXPECT_EQ(t["cublaslt-e4m3-fast"]["findings"]["frac_bits"], 13);
   EXPECT_EQ(t["cublaslt-e4m3-fast"]["findings"]["promotion_interval"], 0);
   EXPECT_EQ(t["cublaslt-e4m3"]["findings"]["promotion_interval"], 128);

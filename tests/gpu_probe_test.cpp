@@ -10,6 +10,7 @@
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum_model.h"
 #include "precsim/sim/gemm.h"
+#include "precsim/sim/gpu_device.h"
 #include "precsim/sim/gpu_probe.h"
 
 namespace precsim {
@@ -46,6 +47,22 @@ TEST(GpuProbe, RecoversH100HalfPrecisionModel) {
   EXPECT_EQ(r.monotonic, "no");  // truncation relative to the largest exponent (Mikaitis 2024)
   EXPECT_EQ(r.promotion_interval, -1);  // F + 4 > 23: FP32 could not show a promotion
   EXPECT_EQ(r.promotion_pattern, "");
+}
+
+// The wgmma targets as `precsim gpu probe` builds them (vectors of two instruction k), on outputs
+// of the H100 presets: 16-bit wgmma adds 16 products with 25 bits kept, FP8 wgmma (an instruction,
+// so no promotion) 32 products with 13 bits.
+TEST(GpuProbe, WgmmaTargetsRecoverTheH100Models) {
+  for (const auto& in : probe_instrs()) {
+    if (in.name.rfind("wgmma-", 0) != 0) continue;
+    const bool fp8 = in.in == "e4m3" || in.in == "e5m2";
+    const ProbeTarget t{in.name, gpu_type(in.in).format, gpu_type(in.out).format, true, fp8 ? 64 : 32};
+    const ProbeResult r = run_probes(t, emulated(parse_accum_model(fp8 ? "h100-fp8-fast" : "h100"), t.in));
+    EXPECT_EQ(r.frac_bits, fp8 ? 13 : 25) << in.name;
+    EXPECT_EQ(r.block_size, fp8 ? 32 : 16) << in.name;
+    EXPECT_EQ(r.align_rounding, "toward-zero") << in.name;
+    EXPECT_EQ(r.input_subnormals, "kept") << in.name;
+  }
 }
 
 TEST(GpuProbe, RecoversA100Bf16Model) {

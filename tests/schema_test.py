@@ -144,6 +144,7 @@ with tempfile.TemporaryDirectory() as tmp:
             "gpu info": ["gpu", "info"],
             "gpu gemm": ["gpu", "gemm", "--type", "bf16", "--m", "8", "--n", "8", "--k", "64", "--presets", "h100,a100"],
             "gpu probe": ["gpu", "probe", "--gemm", "e4m3-fast", "--gemm-k", "64"],
+            "train cuda": ["train", "--config", cfg, "--recipes", "bf16-amp,fp8-current", "--steps", "3", "--backend", "cuda"],
         })
     docs = {}
     for name, args in commands.items():
@@ -232,6 +233,9 @@ with tempfile.TemporaryDirectory() as tmp:
         broken("gpu gemm", ["results", "sets", 0, "presets", 0, "match"], ("add", "ulps", 0))
         broken("gpu gemm", ["results", "best_preset"], ("del",))
         broken("gpu probe", ["results", "targets", 0, "findings"], ("add", "block", 16))
+        broken("train cuda", ["results", "backend", "fp8_padding"], ("del",))
+        broken("train cuda", ["results", "runs", 0, "variants", 0, "backend", "series"], ("add", "loss_gap", [0]))
+        broken("train cuda", ["results", "runs", 0, "variants", 1, "backend", "calls", "forward"], ("del",))
     # A gpu- kind this schema version does not know: the envelope is enforced, results are free.
     d = copy.deepcopy(docs[Q]); d["kind"] = "gpu-train"; d["config"] = {}; d["results"] = {"anything": [1, "nan"]}
     valid(d, "unknown gpu- kind envelope")

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "wgmma_probe.h"
 
 namespace precsim::gpu {
 namespace {
@@ -113,6 +114,8 @@ struct InstrInfo {
   int in_bytes, out_bytes;
   int min_arch;  // the kernel body exists only when compiled for at least this architecture
   const char* name;
+  int threads = 32;         // a warp; a warpgroup for wgmma
+  bool needs_sm90a = false;  // the body exists only in sm_90a code (wgmma_probe.h)
 };
 
 InstrInfo instr_info(int instr) {
@@ -131,6 +134,14 @@ InstrInfo instr_info(int instr) {
       return {reinterpret_cast<const void*>(&mma_fp8_probe<false>), 32, 1, 4, 89, "mma.sync.m16n8k32.f32.e4m3"};
     case PRECSIM_GPU_MMA_E5M2_F32:
       return {reinterpret_cast<const void*>(&mma_fp8_probe<true>), 32, 1, 4, 89, "mma.sync.m16n8k32.f32.e5m2"};
+    case PRECSIM_GPU_WGMMA_F16_F32:
+      return {wgmma_probe_kernel(instr), 16, 2, 4, 90, "wgmma.mma_async.m64n8k16.f32.f16", 128, true};
+    case PRECSIM_GPU_WGMMA_BF16_F32:
+      return {wgmma_probe_kernel(instr), 16, 2, 4, 90, "wgmma.mma_async.m64n8k16.f32.bf16", 128, true};
+    case PRECSIM_GPU_WGMMA_E4M3_F32:
+      return {wgmma_probe_kernel(instr), 32, 1, 4, 90, "wgmma.mma_async.m64n8k32.f32.e4m3", 128, true};
+    case PRECSIM_GPU_WGMMA_E5M2_F32:
+      return {wgmma_probe_kernel(instr), 32, 1, 4, 90, "wgmma.mma_async.m64n8k32.f32.e5m2", 128, true};
     default: throw Failure{PRECSIM_GPU_BAD_ARGUMENT, "unknown probe instruction " + std::to_string(instr)};
   }
 }
@@ -162,6 +173,12 @@ void check_support(int device, const InstrInfo& info) {
                                                std::to_string(attr.binaryVersion) + ", which lacks it; rebuild with "
                                                "PRECSIM_CUDA_ARCHITECTURES including " +
                                                std::to_string(cc)};
+  if (info.needs_sm90a && (cc != 90 || !wgmma_compiled(device)))
+    throw Failure{PRECSIM_GPU_UNSUPPORTED, std::string(info.name) + " needs sm_90a code on a compute capability 9.0 "
+                                               "device; this build of libprecsim_gpu (compiled for " PRECSIM_CUDA_ARCHS
+                                               ") has none for " + p.name + " (" + std::to_string(p.major) + "." +
+                                               std::to_string(p.minor) + "): rebuild with PRECSIM_CUDA_ARCHITECTURES "
+                                               "including 90a"};
 }
 
 }  // namespace
@@ -195,7 +212,8 @@ int probe(const PrecsimGpuProbeArgs* args, char* err, size_t err_len) {
     void* pd = dd.get();
     int kk = p.k;
     void* kargs[] = {&pa, &pb, &pc, &pd, &kk};
-    check_cuda(cudaLaunchKernel(info.kernel, dim3(p.count), dim3(32), kargs, 0, nullptr), "probe kernel launch");
+    check_cuda(cudaLaunchKernel(info.kernel, dim3(p.count), dim3(info.threads), kargs, 0, nullptr),
+               "probe kernel launch");
     check_cuda(cudaDeviceSynchronize(), "probe kernel");
     dd.download(p.d);
   });

@@ -109,12 +109,17 @@ Instr instr(int i) {
     case PRECSIM_GPU_WMMA_TF32_F32: return {PRECSIM_GPU_TF32, PRECSIM_GPU_F32, 8, "h100-tf32"};
     case PRECSIM_GPU_WMMA_F16_F16: return {PRECSIM_GPU_F16, PRECSIM_GPU_F16, 16, "h100:acc=fp16:ofb=10:final=nearest-even"};
     case PRECSIM_GPU_MMA_E4M3_F32: return {PRECSIM_GPU_E4M3, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
+    case PRECSIM_GPU_MMA_E5M2_F32: return {PRECSIM_GPU_E5M2, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
+    case PRECSIM_GPU_WGMMA_F16_F32: return {PRECSIM_GPU_F16, PRECSIM_GPU_F32, 16, "h100"};
+    case PRECSIM_GPU_WGMMA_BF16_F32: return {PRECSIM_GPU_BF16, PRECSIM_GPU_F32, 16, "h100"};
+    case PRECSIM_GPU_WGMMA_E4M3_F32: return {PRECSIM_GPU_E4M3, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
     default: return {PRECSIM_GPU_E5M2, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
   }
 }
 
 int probe_support(int device, int i, int* k, char* err, size_t len) {
   if (device != 0) return fail(err, len, PRECSIM_GPU_BAD_ARGUMENT, "fake: only device 0");
+  if (i < 0 || i >= PRECSIM_GPU_INSTR_COUNT) return fail(err, len, PRECSIM_GPU_BAD_ARGUMENT, "fake: unknown instruction");
   if (i == PRECSIM_GPU_MMA_E5M2_F32) return fail(err, len, PRECSIM_GPU_UNSUPPORTED, "fake: e5m2 mma left out on purpose");
   *k = instr(i).k;
   return PRECSIM_GPU_OK;

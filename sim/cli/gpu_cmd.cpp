@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli_common.h"
+#include "gpu_cli.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/accum_model.h"
 #include "precsim/sim/gemm.h"
@@ -20,55 +21,6 @@
 namespace precsim::cli {
 namespace {
 
-// Backend failures in the CLI's exit-code convention.
-[[noreturn]] void rethrow(const GpuError& e) {
-  switch (e.kind) {
-    case GpuErrorKind::kNoBackend:
-    case GpuErrorKind::kNoDevice: throw NoDevice(std::string("no usable GPU: ") + e.what());
-    case GpuErrorKind::kUnsupported:
-    case GpuErrorKind::kBadArgument: throw UsageError(e.what());
-    case GpuErrorKind::kCudaError: throw std::runtime_error(std::string("CUDA failure: ") + e.what());
-  }
-  throw std::runtime_error(e.what());
-}
-
-std::shared_ptr<const GpuBackend> backend() {
-  try {
-    return GpuBackend::load();
-  } catch (const GpuError& e) {
-    rethrow(e);
-  }
-}
-
-std::string version_text(int v) { return v <= 0 ? "none" : fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
-
-nlohmann::json device_json(const PrecsimGpuDevice& d) {
-  return {{"index", d.index},
-          {"name", d.name},
-          {"compute_capability", fmt::format("{}.{}", d.major, d.minor)},
-          {"memory_bytes", d.total_memory},
-          {"multiprocessors", d.multiprocessors},
-          {"pci_bus_id", d.pci_bus_id}};
-}
-
-GpuSystemInfo system_or_throw(const GpuBackend& gpu) {
-  try {
-    return gpu.system_info();
-  } catch (const GpuError& e) {
-    rethrow(e);
-  }
-}
-
-nlohmann::json system_json(const GpuSystemInfo& s) {
-  nlohmann::json devs = nlohmann::json::array();
-  for (const auto& d : s.devices) devs.push_back(device_json(d));
-  return {{"library", s.library},
-          {"driver_version", version_text(s.system.driver_version)},
-          {"runtime_version", version_text(s.system.runtime_version)},
-          {"cublaslt_version", s.system.cublaslt_version},
-          {"compiled_architectures", s.system.compiled_architectures},
-          {"devices", devs}};
-}
 
 // ---- info
 void run_info(const OutputOptions& out) {
@@ -143,8 +95,7 @@ void run_gemm(GemmCli& c) {
     throw UsageError("--save-operands " + c.save_dir + ": not a folder");
   const auto gpu = backend();
   const GpuSystemInfo sys = system_or_throw(*gpu);
-  if (s.device < 0 || s.device >= static_cast<int>(sys.devices.size()))
-    throw UsageError(fmt::format("--device {} does not exist; devices 0..{} are present", s.device, sys.devices.size() - 1));
+  device_or_throw(sys, s.device);
 
   const Format fa = gpu_type(s.a_type).format, fb = gpu_type(s.b_type).format;
   const Format fo = gpu_type(gemm_out_type(s)).format;
@@ -276,9 +227,7 @@ void run_probe(ProbeCli& c) {
   check_output(c.out);
   const auto gpu = backend();
   const GpuSystemInfo sys = system_or_throw(*gpu);
-  if (c.device < 0 || c.device >= static_cast<int>(sys.devices.size()))
-    throw UsageError(fmt::format("--device {} does not exist; devices 0..{} are present", c.device, sys.devices.size() - 1));
-  const PrecsimGpuDevice& dev = sys.devices[c.device];
+  const PrecsimGpuDevice& dev = device_or_throw(sys, c.device);
   const bool all_instrs = c.instrs.empty();
   if (all_instrs) instrs = probe_instrs();
 
@@ -377,7 +326,8 @@ const Registrar reg(90, [](CLI::App& app) {
 
   static ProbeCli p;
   auto* probe = gpu->add_subcommand("probe", "infer the Tensor Core accumulation model from probe vectors");
-  probe->add_option("--instr", p.instrs, "instructions: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2 "
+  probe->add_option("--instr", p.instrs, "instructions: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2, "
+                                         "wgmma-f16, wgmma-bf16, wgmma-e4m3, wgmma-e5m2 "
                                          "(default: all this device runs)")->delimiter(',');
   probe->add_option("--gemm", p.gemms, "cuBLASLt targets: TYPE or TYPE-fast (FP8 fast accumulation), or none")
       ->delimiter(',')->capture_default_str();

@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "gpu_cli.h"
+#include "precsim/sim/gpu_train.h"
 #include "train_runner.h"
 
 namespace precsim::cli {
@@ -36,8 +38,30 @@ struct Args {
   int threads = 0;
   bool config_help = false;
   std::string jsonl;
+  std::string backend = "emulated";
+  int device = 0;
   OutputOptions out;
 };
+
+// --backend cuda: every variant's matrix products also on cuBLASLt (gpu_train.h). Refuses, before
+// any step, a transformer, a missing device (exit 3) and a recipe the device cannot run (exit 2).
+TrainBackend cuda_backend(const TrainConfig& c, int device) {
+  if (c.model_type == "transformer")
+    throw UsageError("--backend cuda runs the MLP only; model.type transformer has its matrix products emulated");
+  const auto gpu = backend();
+  const GpuSystemInfo sys = system_or_throw(*gpu);
+  const PrecsimGpuDevice& dev = device_or_throw(sys, device);
+  try {
+    for (const Recipe& r : c.variants) check_cuda_recipe(r, dev);
+  } catch (const GpuError& e) {
+    rethrow(e);
+  }
+  TrainBackend b;
+  b.info = {{"name", "cuda"}, {"device", device}, {"system", system_json(sys)}};
+  b.info.update(cuda_train_choices_json());
+  b.make = [gpu, dev](const Recipe& r) { return std::make_shared<CudaGemmBackend>(gpu, dev, r); };
+  return b;
+}
 
 nlohmann::json read_config(const std::string& path) {
   std::ifstream in(path);
@@ -91,7 +115,8 @@ void run(const Args& a) {
   if (a.seeds > 0) j["seeds"] = a.seeds;
   if (a.batch > 0) j["batch"] = a.batch;
   const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
-  run_train_report(c, a.out, a.jsonl);
+  if (a.backend == "cuda") check_output(a.out);
+  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_backend(c, a.device) : TrainBackend{});
 }
 
 const Registrar reg(60, [](CLI::App& app) {
@@ -106,6 +131,11 @@ const Registrar reg(60, [](CLI::App& app) {
   cmd->add_option("--seeds", a->seeds, "repeat over N seeds; report mean and 95% interval")->check(CLI::Range(1, 1000));
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
+  cmd->add_option("--backend", a->backend,
+                  "emulated (default) | cuda: also run each MLP variant with its matrix products on cuBLASLt, from "
+                  "the same weights and batches, and report the per-step differences (exit 3 without a GPU)")
+      ->check(CLI::IsMember({"emulated", "cuda"}));
+  cmd->add_option("--device", a->device, "CUDA device index for --backend cuda")->check(CLI::Range(0, 1023));
   cmd->add_flag("--config-help", a->config_help, "print every configuration key and the recipe presets");
   add_jsonl_option(cmd, a->jsonl);
   add_output_options(cmd, a->out);

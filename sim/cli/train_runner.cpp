@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "gpu_cli.h"
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/jsonl.h"
 
@@ -27,7 +28,8 @@ void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
                   "which then carries nothing else)");
 }
 
-void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl) {
+void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
+                      const TrainBackend& backend) {
   if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
   check_output(out);
   Report r("train");
@@ -46,6 +48,8 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   const InterruptGuard guard;
   RunHooks hooks;
   hooks.stop = [&guard] { return guard.requested(); };
+  hooks.gemm_backend = backend.make;
+  if (backend.make) hooks.backend_name = backend.info.at("name").get<std::string>();
   if (stream) hooks.on_logged_step = [&stream](const nlohmann::json& rec) { stream->write(rec); };
   const bool tty = isatty(STDERR_FILENO);
   int last_pct = -1;
@@ -62,7 +66,10 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     r.results() = run_training(c, hooks);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
+  } catch (const GpuError& e) {
+    rethrow(e);
   }
+  if (backend.make) r.results()["backend"] = backend.info;
   if (guard.requested()) {
     r.set_status("interrupted");
     if (tty) std::cerr << "\n";

@@ -4,6 +4,8 @@
 // what finished ("status": "interrupted") and exit code 128 + signal.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,10 +15,17 @@
 
 namespace precsim::cli {
 
+// Where the variants' matrix products also run (`--backend`): empty `make` is the emulation alone.
+struct TrainBackend {
+  std::function<std::shared_ptr<GemmBackend>(const Recipe&)> make;
+  nlohmann::json info;  // results.backend of the report: {"name", ...}
+};
+
 // Parses a config (throwing UsageError naming the bad key), before any long work.
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
 // `jsonl`: "" for no stream, "-" for standard output (then no summary table), or a file.
-void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "");
+void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "",
+                      const TrainBackend& backend = {});
 // Adds --jsonl to a training command.
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl);
 

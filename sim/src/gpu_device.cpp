@@ -112,15 +112,20 @@ const std::vector<ProbeInstr>& probe_instrs() {
                                             {"wmma-tf32", PRECSIM_GPU_WMMA_TF32_F32, "tf32", "fp32"},
                                             {"wmma-f16-f16", PRECSIM_GPU_WMMA_F16_F16, "fp16", "fp16"},
                                             {"mma-e4m3", PRECSIM_GPU_MMA_E4M3_F32, "e4m3", "fp32"},
-                                            {"mma-e5m2", PRECSIM_GPU_MMA_E5M2_F32, "e5m2", "fp32"}};
+                                            {"mma-e5m2", PRECSIM_GPU_MMA_E5M2_F32, "e5m2", "fp32"},
+                                            {"wgmma-f16", PRECSIM_GPU_WGMMA_F16_F32, "fp16", "fp32"},
+                                            {"wgmma-bf16", PRECSIM_GPU_WGMMA_BF16_F32, "bf16", "fp32"},
+                                            {"wgmma-e4m3", PRECSIM_GPU_WGMMA_E4M3_F32, "e4m3", "fp32"},
+                                            {"wgmma-e5m2", PRECSIM_GPU_WGMMA_E5M2_F32, "e5m2", "fp32"}};
   return p;
 }
 
 const ProbeInstr& probe_instr(std::string_view name) {
   for (const auto& p : probe_instrs())
     if (p.name == name) return p;
-  throw std::invalid_argument("unknown probe instruction '" + std::string(name) +
-                              "'; allowed: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2");
+  std::string allowed;
+  for (const auto& p : probe_instrs()) allowed += (allowed.empty() ? "" : ", ") + p.name;
+  throw std::invalid_argument("unknown probe instruction '" + std::string(name) + "'; allowed: " + allowed);
 }
 
 ProbeRunner instr_runner(const GpuBackend& gpu, int device, const ProbeInstr& instr, int k) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "precsim/formats/block_scaling.h"
@@ -72,6 +73,19 @@ BatchView heldout_view(const Dataset& d) {
                    d.t_heldout.empty() ? nullptr : d.t_heldout.data(), d.heldout_count()};
 }
 
+// A variant's twin with its matrix products on another backend (RunHooks::gemm_backend): the same
+// recipe, initial weights and batches, compared with the emulated variant after every step.
+template <class Var>
+struct BackendTwin {
+  std::unique_ptr<Var> trainer;
+  std::shared_ptr<GemmBackend> backend;
+  RunState<float> state;
+  json series = json::object();
+  double max_abs_loss_diff = 0, max_weight_rel_err = 0, weight_rel_err = 0, last_loss = 0;
+  uint64_t skipped = 0;
+  int64_t diverged_at = -1;
+};
+
 template <class Var>
 struct VariantRun {
   const Recipe* recipe;
@@ -90,9 +104,44 @@ struct VariantRun {
   std::vector<double> split_grad_err, split_grad_cos;
   json logged;  // this step's record for hooks.on_logged_step, emitted after the parallel loop
   json layers = json::object();  // per-layer series of models that have layers to report (transformer)
+  std::unique_ptr<BackendTwin<Var>> twin;
 };
 
 void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
+
+// One step of the twin on the batch the emulated variant just took (its loss `loss`, its weights
+// after the step `w`). A non-finite difference counts as infinite.
+template <class Var>
+void step_twin(BackendTwin<Var>& t, const BatchView& b, int64_t step, double loss, const std::vector<float>& w, bool log) {
+  const StepStats st = t.trainer->step(t.state, b, step);
+  const double diff = st.loss - loss;
+  t.weight_rel_err = rel_error(to_double(t.state.weights), to_double(w));
+  t.last_loss = st.loss;
+  t.skipped += st.skipped;
+  const double inf = std::numeric_limits<double>::infinity();
+  t.max_abs_loss_diff = std::max(t.max_abs_loss_diff, std::isfinite(diff) ? std::abs(diff) : inf);
+  t.max_weight_rel_err = std::max(t.max_weight_rel_err, std::isfinite(t.weight_rel_err) ? t.weight_rel_err : inf);
+  if (!std::isfinite(st.loss)) t.diverged_at = step;
+  if (!log) return;
+  push(t.series, "step", double(step));
+  push(t.series, "loss", st.loss);
+  push(t.series, "loss_diff", diff);
+  push(t.series, "weight_rel_err", t.weight_rel_err);
+  push(t.series, "loss_scale", st.loss_scale);
+}
+
+template <class Var>
+json twin_json(const BackendTwin<Var>& t, const std::string& name) {
+  return {{"name", name},
+          {"summary", {{"last_loss", json_number(t.last_loss)},
+                       {"max_abs_loss_diff", json_number(t.max_abs_loss_diff)},
+                       {"max_weight_rel_err", json_number(t.max_weight_rel_err)},
+                       {"final_weight_rel_err", json_number(t.weight_rel_err)},
+                       {"skipped_steps", t.skipped},
+                       {"diverged_at", t.diverged_at >= 0 ? json(t.diverged_at) : json(nullptr)}}},
+          {"series", t.series},
+          {"calls", t.backend->report()}};
+}
 
 double window_mean(const std::vector<double>& v) {
   double s = 0;
@@ -181,6 +230,14 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
       if (r.parallel.workers * r.accumulation.micro_batches > 1) {
         v.unsplit = p.variant(r, n_steps);
         v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{});
+      }
+    if constexpr (std::is_same_v<typename P::Var, Trainer<float>>)
+      if (hooks.gemm_backend) {
+        v.twin = std::make_unique<BackendTwin<typename P::Var>>();
+        v.twin->trainer = p.variant(r, n_steps);
+        v.twin->backend = hooks.gemm_backend(r);
+        v.twin->trainer->set_gemm_backend(v.twin->backend);
+        v.twin->state = v.twin->trainer->init_state(init);
       }
     runs.push_back(std::move(v));
   }
@@ -289,6 +346,8 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
       v.lost += st.updates_lost;
       v.skipped += st.skipped;
       v.last_loss = st.loss;
+      if constexpr (std::is_same_v<typename P::Var, Trainer<float>>)
+        if (v.twin && v.twin->diverged_at < 0) step_twin(*v.twin, b, step, st.loss, v.state.weights, log);
       v.loss_window.push_back(st.loss);
       if (int(v.loss_window.size()) > window) v.loss_window.erase(v.loss_window.begin());
       p.observe(*v.trainer, v.layers, step, log);
@@ -395,6 +454,7 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
                     {"histograms", v.histograms},
                     {"fp8_delayed_scales", fp8}});
     if (!v.layers.empty()) vars.back()["layers"] = v.layers;
+    if (v.twin) vars.back()["backend"] = twin_json(*v.twin, hooks.backend_name);
   }
   out["variants"] = vars;
   return out;
@@ -445,6 +505,9 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
 nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
   const bool transformer = c.model_type == "transformer";
+  if (transformer && hooks.gemm_backend)
+    throw std::invalid_argument("the " + hooks.backend_name +
+                                " GEMM backend runs the MLP only; model.type transformer has its matrix products emulated");
   // Build everything that can fail before the first step.
   for (int s = 0; s < c.seeds; ++s) {
     const int train_rows = transformer ? TransformerProblem(c, c.seed + s).data.train_rows : MlpProblem(c, c.seed + s).data.train_count();

@@ -54,6 +54,7 @@ struct Trainer<T>::Impl {
   int64_t total_steps;
   std::array<AccumModel, 3> accum;
   std::array<OperandQuantizer, 6> operand;  // (gemm kind) * 2 + (0: a, 1: b)
+  std::shared_ptr<GemmBackend> backend;     // null: the emulated gemm()
 
   // Workspace, sized for the current batch.
   int rows = 0;
@@ -142,7 +143,8 @@ struct Trainer<T>::Impl {
         st->roles[size_t(role)] += sb;
       }
       args.input_policy = InputPolicy::kTrust;
-      gemm(accum[g], args, qa.data(), qb.data(), c);
+      if (backend) backend->gemm(static_cast<GemmPass>(g), accum[g], args, qa.data(), qb.data(), c);
+      else gemm(accum[g], args, qa.data(), qb.data(), c);
     }
   }
 
@@ -428,6 +430,12 @@ EvalResult Trainer<T>::evaluate(const RunState<T>& s, const BatchView& b) {
 template <class T>
 const std::vector<T>& Trainer<T>::last_activation_grads() const {
   return impl_->act_grads;
+}
+
+template <class T>
+void Trainer<T>::set_gemm_backend(std::shared_ptr<GemmBackend> b) {
+  if (b && impl_->exact()) throw std::logic_error("the FP64 reference has no GEMM backend");
+  impl_->backend = std::move(b);
 }
 
 template struct RunState<float>;

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define PRECSIM_GPU_ABI_VERSION 1
+#define PRECSIM_GPU_ABI_VERSION 2
 
 enum PrecsimGpuStatus {
   PRECSIM_GPU_OK = 0,
@@ -84,8 +84,8 @@ typedef struct {
   float milliseconds;             /* one timed run after one warm-up */
 } PrecsimGpuGemmResult;
 
-/* Probe instructions: one warp evaluates d = c + sum_i a_i*b_i for one vector of length k with
-   the Tensor Core instruction chained over k (k a multiple of the instruction's k). Each vector
+/* Probe instructions: one warp (a warpgroup for wgmma) evaluates d = c + sum_i a_i*b_i for one
+   vector of length k with the Tensor Core instruction chained over k (k a multiple of the instruction's k). Each vector
    sits in row 0 of A and column 0 of B; every other element is zero. */
 enum PrecsimGpuInstr {
   PRECSIM_GPU_WMMA_F16_F32 = 0,   /* wmma m16n16k16 f16 x f16 + f32 */
@@ -94,7 +94,11 @@ enum PrecsimGpuInstr {
   PRECSIM_GPU_WMMA_F16_F16 = 3,   /* wmma m16n16k16 f16 x f16 + f16 */
   PRECSIM_GPU_MMA_E4M3_F32 = 4,   /* mma.sync m16n8k32 e4m3 x e4m3 + f32 (sm_89+) */
   PRECSIM_GPU_MMA_E5M2_F32 = 5,   /* mma.sync m16n8k32 e5m2 x e5m2 + f32 (sm_89+) */
-  PRECSIM_GPU_INSTR_COUNT = 6,
+  PRECSIM_GPU_WGMMA_F16_F32 = 6,  /* wgmma.mma_async m64n8k16 f16 x f16 + f32 (sm_90a) */
+  PRECSIM_GPU_WGMMA_BF16_F32 = 7, /* wgmma.mma_async m64n8k16 bf16 x bf16 + f32 (sm_90a) */
+  PRECSIM_GPU_WGMMA_E4M3_F32 = 8, /* wgmma.mma_async m64n8k32 e4m3 x e4m3 + f32 (sm_90a) */
+  PRECSIM_GPU_WGMMA_E5M2_F32 = 9, /* wgmma.mma_async m64n8k32 e5m2 x e5m2 + f32 (sm_90a) */
+  PRECSIM_GPU_INSTR_COUNT = 10,
 };
 
 typedef struct {

@@ -44,7 +44,8 @@ nlohmann::json to_json(const PrecsimGpuGemmResult& r);
 std::vector<double> device_gemm(const GpuBackend& gpu, const DeviceGemmSpec& s, const std::vector<float>& a,
                                 const std::vector<float>& b, PrecsimGpuGemmResult* result);
 
-// Probe instructions by name: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2.
+// Probe instructions by name: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2,
+// wgmma-f16, wgmma-bf16, wgmma-e4m3, wgmma-e5m2 (sm_90a).
 struct ProbeInstr {
   std::string name;
   int abi;

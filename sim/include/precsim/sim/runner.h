@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "precsim/sim/transformer.h"
 
 namespace precsim {
+
+class GemmBackend;
 
 struct TrainConfig {
   std::string model_type = "mlp";  // mlp | transformer (model.type)
@@ -62,6 +65,12 @@ struct RunHooks {
   // like a final step) and starts no further seed: the results then hold what finished, and each
   // run's "steps_completed" says how far it got.
   std::function<bool()> stop;
+  // When set (`precsim train --backend cuda`), every variant of an MLP also runs as a twin whose
+  // matrix products go to the backend made here for its recipe, from the same initial weights on
+  // the same batches; each run's variant then reports the twin's per-step differences from the
+  // emulated variant under "backend" (METRICS.md). `backend_name` names it there.
+  std::function<std::shared_ptr<GemmBackend>(const Recipe&)> gemm_backend;
+  std::string backend_name;
 };
 
 // The results object of a train report. Throws std::invalid_argument on data or shape errors

@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "precsim/formats/quant_options.h"
 #include "precsim/sim/data.h"
 #include "precsim/sim/loss_scaler.h"
@@ -20,6 +22,25 @@
 namespace precsim {
 
 class DelayedScaling;
+struct AccumModel;
+struct GemmArgs;
+
+// The matrix products of a training step, by where they occur.
+enum class GemmPass : int { kForward = 0, kDgrad = 1, kWgrad = 2 };
+
+// Where a variant's matrix products run. The default (none set) is the emulated gemm(); another
+// backend (sim/include/precsim/sim/gpu_train.h: cuBLASLt) gets the same operands, already in the
+// recipe's formats, and must write C (m x n, row-major, packed) = op(A) op(B) as GemmArgs lays
+// them out; `model` is the recipe's accumulation model for that product, which the emulation
+// would use.
+class GemmBackend {
+ public:
+  virtual ~GemmBackend() = default;
+  virtual void gemm(GemmPass pass, const AccumModel& model, const GemmArgs& args, const float* a, const float* b,
+                    float* c) = 0;
+  // What a report should know of the backend's calls (algorithms chosen, options), as a JSON object.
+  virtual nlohmann::json report() const = 0;
+};
 
 using RoleStats = std::array<QuantStats, static_cast<size_t>(Role::kCount)>;
 
@@ -86,6 +107,9 @@ class Trainer {
   EvalResult evaluate(const RunState<T>& s, const BatchView& b);
   // Activation gradients of the last step (all layers, in order), for exponent histograms.
   const std::vector<T>& last_activation_grads() const;
+  // Runs this trainer's matrix products on `b` (nullptr: the emulated gemm()). A recipe's trainer
+  // only: the reference computes in FP64 without one.
+  void set_gemm_backend(std::shared_ptr<GemmBackend> b);
 
   struct Impl;
 
