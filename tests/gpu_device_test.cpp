@@ -79,6 +79,49 @@ TEST_F(GpuDevice, ProbesFindTheHopperHalfPrecisionParameters) {
   EXPECT_EQ(r.out_rounding, "toward-zero");
 }
 
+// Small integers give exact products and sums at any alignment width: every wgmma instruction must
+// return c + sum a_i b_i exactly, which fails for any slip in the fragment or descriptor layouts
+// (the pairing of a_i with b_i, the halves of k, a stray row or column).
+TEST_F(GpuDevice, WgmmaComputesExactSmallDotProducts) {
+  if (!hopper()) GTEST_SKIP() << "wgmma is sm_90a; this device is sm_" << cc_;
+  for (const auto& in : probe_instrs()) {
+    if (in.name.rfind("wgmma-", 0) != 0) continue;
+    int ik = 0;
+    try {
+      ik = gpu_->probe_k(0, in.abi);
+    } catch (const GpuError& e) {
+      ADD_FAILURE() << in.name << " does not run on this Hopper: " << e.what();
+      continue;
+    }
+    const int k = 2 * ik;
+    std::vector<ProbeVector> vs(3);
+    std::vector<double> expected;
+    for (size_t v = 0; v < vs.size(); ++v) {
+      double sum = 0.5 * double(v);
+      for (int i = 0; i < k; ++i) {
+        vs[v].a.push_back(double((i + v) % 7 + 1));
+        vs[v].b.push_back(double((3 * i) % 5 + 1));
+        sum += vs[v].a.back() * vs[v].b.back();
+      }
+      vs[v].c = 0.5 * double(v);
+      expected.push_back(sum);
+    }
+    EXPECT_EQ(instr_runner(*gpu_, 0, in, k)(vs), expected) << in.name;
+  }
+}
+
+TEST_F(GpuDevice, WgmmaProbesFindTheHopperParameters) {
+  if (!hopper()) GTEST_SKIP() << "expected parameters are for sm_90; this device is sm_" << cc_;
+  for (const std::string name : {"wgmma-f16", "wgmma-e4m3"}) {
+    const ProbeInstr& in = probe_instr(name);
+    const int k = 2 * gpu_->probe_k(0, in.abi);
+    const ProbeTarget t{in.name, gpu_type(in.in).format, format_by_name("fp32"), true, k};
+    const ProbeResult r = run_probes(t, instr_runner(*gpu_, 0, in, k));
+    EXPECT_EQ(r.frac_bits, name == "wgmma-f16" ? 25 : 13) << name;
+    EXPECT_EQ(r.block_size, name == "wgmma-f16" ? 16 : 32) << name;
+  }
+}
+
 TEST_F(GpuDevice, Fp8OnHopperNeedsMultiplesOf16AndSaysSo) {
   if (cc_ < 89) GTEST_SKIP() << "FP8 GEMMs need sm_89 or later";
   DeviceGemmSpec s;
