@@ -1,5 +1,6 @@
 // precsim train with a transformer: the tiny-gpt experiment writes a train report with per-layer
-// attention statistics, --text trains on a user's file, and bad input exits 2 naming the value.
+// attention statistics, split recipes report their split error and memory, --text trains on a
+// user's file, and bad input exits 2 naming the value.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -38,6 +39,32 @@ TEST_F(TransformerCli, TinyGptReportHasTheReferenceVariantsAndLayerSeries) {
   EXPECT_EQ(fp8["name"], "fp8-delayed");
   EXPECT_GT(fp8["layers"]["l0_fc_input_fp8_scale"].back().get<double>(), 0.0);
   EXPECT_EQ(run["variants"][0]["layers"]["l0_fc_input_fp8_scale"].back().get<double>(), 0.0);
+}
+
+TEST_F(TransformerCli, SplitRecipesReportTheirSplitErrorAndMicroBatchMemory) {
+  const auto r = run_split("train --experiment tiny-gpt --recipes fp32,accum-hf-bug,ddp8-bf16-ring --steps 4 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& vs = j["results"]["variants"];
+  ASSERT_EQ(vs.size(), 3u);
+  EXPECT_EQ(vs[1]["split"], json({{"workers", 1}, {"micro_batches", 4}}));
+  EXPECT_EQ(vs[2]["split"], json({{"workers", 8}, {"micro_batches", 1}}));
+  EXPECT_EQ(vs[0]["summary"]["local_split_grad_rel_err"].get<double>(), 0.0);  // not split
+  // Copy problems of 2 to 6 symbols: micro-batches count unequal tokens, so the per-micro-batch
+  // mean is another gradient; the BF16 ring is off by BF16 roundings.
+  EXPECT_GT(vs[1]["summary"]["local_split_grad_rel_err"].get<double>(), 0.01);
+  EXPECT_GT(vs[2]["summary"]["local_split_grad_rel_err"].get<double>(), 1e-4);
+  for (const json& v : vs) {
+    const json& m = v["memory_bytes"];
+    const int parts = v["split"]["workers"].get<int>() * v["split"]["micro_batches"].get<int>();
+    EXPECT_GT(m["activations_one_batch"].get<double>(), 0.0);
+    EXPECT_EQ(m["activations_one_micro_batch"].get<double>() * parts, m["activations_one_batch"].get<double>());
+  }
+  const auto bad = run_split("train --experiment tiny-gpt --recipes accum16-bf16-buffer --batch 12 --steps 1");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("batch 12 is not divisible by parallel.workers 1 x accumulation.micro_batches 16"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST_F(TransformerCli, TextFileIsLearnedCharacterByCharacter) {

@@ -470,14 +470,12 @@ const char* const kAggregated[] = {"final_loss",         "heldout_loss",       "
 
 }  // namespace
 
-json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch) {
-  const double n = double(l.param_count);
+namespace {
+
+// The per-worker breakdown around the stored activations of one batch and of one micro-batch.
+json memory_breakdown(const Recipe& r, size_t params, const OptimizerConfig& o, double act, double micro_act) {
+  const double n = double(params);
   auto bytes = [](const Format& f, double count) { return count * f.bits() / 8.0; };
-  // Stored activations of one batch: every layer's input, linear output and activation output.
-  double acts = 0;
-  for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm || s.batchnorm ? s.out : 0));
-  const int parts = r.parallel.workers * r.accumulation.micro_batches;
-  const double micro_acts = acts / parts;  // rows are the only batch-dependent factor
   double scale_overhead = 0;
   for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
     for (const OperandSpec* op : {&g->a, &g->b})
@@ -489,8 +487,6 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
   const double kahan = !r.has_master() && r.update_rounding == UpdateRounding::kKahan ? bytes(r.weights.format, n) : 0.0;
   const double grads = bytes(r.weight_grads.format, n);
   const double states = bytes(r.optimizer_state.format, n) * (o.kind == "adamw" ? 2 : 1);
-  const double act = bytes(r.activations.format, acts);
-  const double micro_act = bytes(r.activations.format, micro_acts);
   // One worker's accumulation buffer beside the gradients (and its compensation), when N > 1.
   const AccumulationSpec& a = r.accumulation;
   const double accum = a.micro_batches > 1 ? bytes(a.buffer_format, n) * (a.rounding == BufferRounding::kKahan ? 2 : 1) : 0.0;
@@ -500,6 +496,26 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
           {"gradients", grads},         {"optimizer_state", states}, {"accumulation_buffer", accum},
           {"activations_one_batch", act}, {"activations_one_micro_batch", micro_act},
           {"gemm_operand_scales_per_element_bytes", scale_overhead / 6.0}, {"total", total}};
+}
+
+int split_parts(const Recipe& r) { return r.parallel.workers * r.accumulation.micro_batches; }
+
+}  // namespace
+
+json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch) {
+  // Stored activations of one batch: every layer's input, linear output and activation output.
+  double acts = 0;
+  for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm || s.batchnorm ? s.out : 0));
+  const double act_bytes = r.activations.format.bits() / 8.0;
+  // Rows are the only batch-dependent factor.
+  return memory_breakdown(r, l.param_count, o, acts * act_bytes, acts / split_parts(r) * act_bytes);
+}
+
+json memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch) {
+  const double act = r.activations.format.bits() / 8.0, score = r.attention.scores.format.bits() / 8.0;
+  const double norm = r.autocast ? 4.0 : act;  // layer_norm is on autocast's FP32 list
+  return memory_breakdown(r, l.param_count, o, transformer_activation_bytes(l, batch, act, norm, score),
+                          transformer_activation_bytes(l, batch / split_parts(r), act, norm, score));
 }
 
 nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
@@ -536,6 +552,7 @@ nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
     if (runs.back()["steps_completed"] != c.steps) break;
   }
   const MlpLayout l0 = transformer ? MlpLayout{} : MlpProblem(c, c.seed).layout;
+  const TransformerLayout t0 = transformer ? TransformerProblem(c, c.seed).layout : TransformerLayout{};
   json variants = json::array();
   for (size_t vi = 0; vi < c.variants.size(); ++vi) {
     json agg = json::object(), ci = json::object();
@@ -554,7 +571,8 @@ nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
               {"summary", agg},
               {"split", {{"workers", c.variants[vi].parallel.workers},
                          {"micro_batches", c.variants[vi].accumulation.micro_batches}}}};
-    if (!transformer) v["memory_bytes"] = memory_estimate(c.variants[vi], l0, c.optimizer, c.batch);
+    v["memory_bytes"] = transformer ? memory_estimate(c.variants[vi], t0, c.optimizer, c.batch)
+                                    : memory_estimate(c.variants[vi], l0, c.optimizer, c.batch);
     if (c.seeds > 1) v["summary_ci95"] = ci;
     variants.push_back(v);
   }

@@ -156,7 +156,8 @@ std::string train_config_doc() {
   data.min_length, data.max_length   items per synthetic problem, keyed uniform (2, 8); padded to context
   data.train_size, data.heldout_size   problems, or text windows of context + 1 characters (2048, 256)
   data.text_path      text: a file read as bytes; its distinct bytes are the vocabulary, the last tenth
-                      is held out. The loss is the mean over counted target tokens of the whole batch.
+                      is held out. The loss is the mean over counted target tokens of the whole batch;
+                      batch counts sequences, and a split recipe's items are the counted tokens
   optimizer.kind      sgd | adamw (adamw)
   optimizer.lr, momentum, beta1, beta2, eps, weight_decay   (1e-3, 0.9, 0.9, 0.999, 1e-8, 0)
   optimizer.clip_norm global gradient-norm clipping after unscaling; 0: off

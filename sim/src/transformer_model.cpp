@@ -90,6 +90,19 @@ std::vector<double> init_transformer(const TransformerLayout& l, const Transform
   return p;
 }
 
+double transformer_activation_bytes(const TransformerLayout& l, int rows, double act_bytes, double norm_bytes,
+                                    double score_bytes) {
+  const double B = rows, T = l.context, C = l.width, H = l.hidden, V = l.vocab, NH = l.heads,
+               L = double(l.blocks.size()), BT = B * T;
+  // Per block: qkv (3C), its Q, K, V, V^T copies (4C), attention output, resid2 (C each), fc and
+  // GELU (H each); resid holds L + 1 streams (C); logits (V).
+  const double act = (L + 1) * BT * C + L * BT * (9 * C + 2 * H) + BT * V;
+  const double norm = (2 * L + 1) * BT * C;              // ln1, ln2 per block; lnf
+  const double scores = L * 2 * B * NH * T * T;           // scores and probabilities
+  const double fp32 = (4 * L + 2) * BT + BT * V + BT;     // LayerNorm mean and rstd; softmax; losses
+  return act * act_bytes + norm * norm_bytes + scores * score_bytes + fp32 * 4.0;
+}
+
 nlohmann::json transformer_config_to_json(const TransformerConfig& c) {
   return {{"type", "transformer"},         {"layers", c.layers},
           {"heads", c.heads},              {"width", c.width},

@@ -12,6 +12,7 @@
 #include "precsim/sim/accum_model.h"
 #include "precsim/sim/gemm.h"
 #include "precsim/sim/operand_quant.h"
+#include "precsim/sim/parallel_step.h"
 #include "precsim/sim/weight_update.h"
 
 namespace precsim {
@@ -47,12 +48,19 @@ class StepNumerics final : public TfNumerics<T> {
   std::vector<T> act_grads;
   std::vector<TransformerLayerStats> layer;
 
+  // A step (or an evaluation chunk) begins: statistics restart.
   void begin(uint64_t s, StepStats* st) {
-    step = s;
     stats = st;
-    tensor = 0;
     act_grads.clear();
     layer.assign(size_t(layers_), {});
+    sumsq_.assign(size_t(layers_), {});
+    count_.assign(size_t(layers_), {});
+    part(s);
+  }
+  // The next micro-batch of a step, keyed by its own stochastic-rounding step; statistics go on.
+  void part(uint64_t s) {
+    step = s;
+    tensor = 0;
   }
 
   void gemm(TfSite site, TfPass pass, int li, T* c, const T* a, const T* b, int m, int n, int k, int batch) override {
@@ -132,8 +140,12 @@ class StepNumerics final : public TfNumerics<T> {
       amax = std::max(amax, std::fabs(double(e)));
       sq += double(e) * double(e);
     }
-    layer[size_t(li)].input_amax[size_t(site)] = amax;
-    layer[size_t(li)].input_rms[size_t(site)] = std::sqrt(sq / double(x.size()));
+    // Over every micro-batch of the step: the largest |x|, and the RMS of all their elements.
+    const size_t l = size_t(li), i = size_t(site);
+    sumsq_[l][i] += sq;
+    count_[l][i] += double(x.size());
+    layer[l].input_amax[i] = std::max(layer[l].input_amax[i], amax);
+    layer[l].input_rms[i] = std::sqrt(sumsq_[l][i] / count_[l][i]);
   }
 
  private:
@@ -151,6 +163,7 @@ class StepNumerics final : public TfNumerics<T> {
   // keeps its parsed scheme.
   std::array<OperandQuantizer, 12> quant_;
   std::vector<float> qa_, qb_;
+  std::vector<std::array<double, 4>> sumsq_, count_;  // per block and linear input, this step
 };
 
 }  // namespace
@@ -166,9 +179,29 @@ struct TransformerTrainer<T>::Impl {
   TransformerActs<T> acts;
   std::vector<T> wc, grads;
   std::vector<TransformerLayerStats> last_layers;
+  // The split of a step: per-worker accumulation buffers (and Kahan compensations), and the
+  // parameter tensors in parameter order (the DDP bucket units).
+  ParallelSpec par;
+  AccumulationSpec acc;
+  std::vector<ParamRange> tensors;
+  std::vector<std::vector<T>> wacc, wcomp;
 
   Impl(const TransformerLayout& l, const Recipe* rec, const OptimizerConfig& o, uint64_t s, int64_t total)
-      : L(l), r(rec), opt(o), seed(s), total_steps(total), nx(rec, s, int(l.blocks.size())) {}
+      : L(l), r(rec), opt(o), seed(s), total_steps(total), nx(rec, s, int(l.blocks.size())), tensors(param_tensors(l)) {}
+
+  static std::vector<ParamRange> param_tensors(const TransformerLayout& l) {
+    const size_t C = size_t(l.width), H = size_t(l.hidden), V = size_t(l.vocab);
+    std::vector<ParamRange> t = {{l.wte, V * C}, {l.wpe, size_t(l.context) * C}};
+    for (const BlockSlots& b : l.blocks)
+      for (ParamRange p : {ParamRange{b.ln1_w, C}, {b.ln1_b, C}, {b.qkv_w, 3 * C * C}, {b.qkv_b, 3 * C}, {b.proj_w, C * C},
+                           {b.proj_b, C}, {b.ln2_w, C}, {b.ln2_b, C}, {b.fc_w, H * C}, {b.fc_b, H},
+                           {b.fcproj_w, C * H}, {b.fcproj_b, C}})
+        t.push_back(p);
+    t.push_back({l.lnf_w, C});
+    t.push_back({l.lnf_b, C});
+    if (!l.tied) t.push_back({l.head, V * C});
+    return t;
+  }
 
   void cast_weights(const RunState<T>& s, uint64_t step, StepStats* st) {
     wc = s.weights;
@@ -194,6 +227,47 @@ struct TransformerTrainer<T>::Impl {
       }
     return {s, n};
   }
+
+  // Forward and backward of every micro-batch of every worker, accumulation, all-reduce: grads
+  // holds the all-reduced (still loss-scaled) gradient. Returns the token-mean loss of the batch.
+  double split_gradient(const SeqBatch& batch, uint64_t step, float scale, StepStats& st) {
+    const int seq = L.context, rows = int(batch.tokens.size() / size_t(seq));
+    const int w_count = par.workers, n_count = acc.micro_batches, parts = w_count * n_count;
+    if (rows % parts != 0)
+      throw std::invalid_argument(fmt::format("batch {} is not divisible by workers {} x micro-batches {}", rows,
+                                              w_count, n_count));
+    const int64_t n_total = batch.counted();
+    if (n_total == 0) throw std::invalid_argument("a batch without counted tokens: every target is padding");
+    const int mb = rows / parts;
+    const TokenBatch all = batch.view(rows, seq);
+    const double divisor = average_divisor(par);
+    const bool exact = r == nullptr;
+    wacc.assign(size_t(w_count), std::vector<T>(L.param_count, T(0)));
+    wcomp.assign(acc.rounding == BufferRounding::kKahan ? size_t(w_count) : 0, std::vector<T>(L.param_count, T(0)));
+    std::vector<T> no_comp;
+    double loss = 0;
+    for (int w = 0; w < w_count; ++w)
+      for (int m = 0; m < n_count; ++m) {
+        const int part = w * n_count + m;
+        const size_t first = size_t(part) * mb * seq;
+        TokenBatch sub{all.tokens + first, all.targets + first, all.valid + first, all.loss_mask + first, mb, seq};
+        nx.part(part_step_key(step, part));
+        transformer_forward(acts, wc.data(), L, sub, nx);
+        const auto [sum, count] = loss_sum(sub);
+        loss += sum;
+        // Every counted token of the micro-batch weighs the same: scale x D / loss_denominator, the
+        // averaging's division D undone in advance.
+        const double den = loss_denominator(acc, double(n_total), parts, double(count));
+        const T dloss = den > 0 ? static_cast<T>(double(scale) * divisor) / static_cast<T>(den) : T(0);
+        grads.assign(L.param_count, T(0));
+        transformer_backward(grads.data(), acts, wc.data(), L, sub, dloss, nx);
+        if (parts == 1 && allreduce_is_identity<T>(par, exact)) return loss / double(n_total);  // grads is final
+        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact, seed, step, uint32_t(part), &st);
+      }
+    const size_t ar = size_t(Role::kAllReduce);
+    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par, &st.roles[ar], &st.role_nonzero[ar]);
+    return loss / double(n_total);
+  }
 };
 
 template <class T>
@@ -201,11 +275,17 @@ TransformerTrainer<T>::TransformerTrainer(const TransformerLayout& layout, const
                                           const OptimizerConfig& opt, uint64_t sr_seed, int64_t total_steps) {
   if (recipe && !std::is_same_v<T, float>) throw std::logic_error("a recipe runs in FP32 opmath (TransformerTrainer<float>)");
   if (!recipe && !std::is_same_v<T, double>) throw std::logic_error("the reference runs in FP64 (TransformerTrainer<double>)");
-  if (recipe && recipe->parallel.workers * recipe->accumulation.micro_batches > 1)
-    throw std::invalid_argument(fmt::format("recipe '{}': a transformer step is not split across workers or micro-batches "
-                                            "(parallel.workers {}, accumulation.micro_batches {}; allowed: 1 and 1)",
-                                            recipe->name, recipe->parallel.workers, recipe->accumulation.micro_batches));
   impl_ = std::make_unique<Impl>(layout, recipe, opt, sr_seed, total_steps);
+  if (recipe) set_split(recipe->parallel, recipe->accumulation);
+}
+
+template <class T>
+void TransformerTrainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
+  if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
+  if (a.micro_batches < 1)
+    throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
+  impl_->par = p;
+  impl_->acc = a;
 }
 
 template <class T>
@@ -219,22 +299,13 @@ RunState<T> TransformerTrainer<T>::init_state(const std::vector<double>& params)
 template <class T>
 StepStats TransformerTrainer<T>::step(RunState<T>& s, const SeqBatch& batch, int64_t step, std::vector<T>* grads_out) {
   Impl& I = *impl_;
-  const int seq = I.L.context, rows = int(batch.tokens.size() / size_t(seq));
-  const TokenBatch b = batch.view(rows, seq);
   StepStats st;
   st.loss_scale = s.scaler.scale();
   I.nx.state = &s;
   I.nx.begin(uint64_t(step), &st);
   I.cast_weights(s, uint64_t(step), &st);
-  transformer_forward(I.acts, I.wc.data(), I.L, b, I.nx);
-  const auto [sum, count] = I.loss_sum(b);
-  if (count == 0) throw std::invalid_argument("a batch without counted tokens: every target is padding");
-  st.loss = sum / double(count);
+  st.loss = I.split_gradient(batch, uint64_t(step), st.loss_scale, st);
   I.last_layers = I.nx.layer;
-  I.grads.assign(I.L.param_count, T(0));
-  // Token-count normalisation: each counted token weighs 1/count of the batch's loss.
-  const T dloss = static_cast<T>(st.loss_scale) / static_cast<T>(count);
-  transformer_backward(I.grads.data(), I.acts, I.wc.data(), I.L, b, dloss, I.nx);
   finish_step(s, I.grads, I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
   return st;
 }

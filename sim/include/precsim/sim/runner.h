@@ -82,6 +82,9 @@ nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks = {});
 // what one forward of the split step holds at its peak), block-scale overhead and the
 // accumulation buffer included.
 nlohmann::json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch);
+// The same for the transformer: batch sequences, activations by transformer_activation_bytes in
+// the recipe's activation and scores formats (LayerNorm outputs FP32 under autocast).
+nlohmann::json memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch);
 
 // The summary table (one row per variant) as text.
 std::string summary_table(const nlohmann::json& results);

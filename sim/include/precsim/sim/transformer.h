@@ -103,6 +103,16 @@ class TfNumerics {
   virtual void observe_linear_input(TfSite site, int layer, std::span<const T> x) { (void)site, (void)layer, (void)x; }
 };
 
+// Bytes the forward pass of `rows` sequences of `context` tokens stores for the backward pass
+// (TransformerActs, no recomputation), each value at the width of its storage: act_bytes for the
+// rounded activations (embedding and residual streams, QKV and its head-major Q, K, V, V^T copies,
+// attention output, MLP hidden before and after GELU, logits), norm_bytes for LayerNorm outputs,
+// score_bytes for attention scores and probabilities (B NH T T each), FP32 for what opmath keeps
+// unrounded (LayerNorm mean and rstd, the softmax of the logits, per-token losses). The formula is
+// in reports/METRICS.md.
+double transformer_activation_bytes(const TransformerLayout& l, int rows, double act_bytes, double norm_bytes,
+                                    double score_bytes);
+
 // ---- layers ----
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. out is (B,T,C); tokens (B,T).
