@@ -103,28 +103,21 @@ double transformer_activation_bytes(const TransformerLayout& l, int rows, double
   return act * act_bytes + norm * norm_bytes + scores * score_bytes + fp32 * 4.0;
 }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, layers, heads, width, context, mlp_ratio, tied, init_scale,
+                                   qk_init_scale, outlier_scale)
+
 nlohmann::json transformer_config_to_json(const TransformerConfig& c) {
-  return {{"type", "transformer"},         {"layers", c.layers},
-          {"heads", c.heads},              {"width", c.width},
-          {"context", c.context},          {"mlp_ratio", c.mlp_ratio},
-          {"tied", c.tied},                {"init_scale", c.init_scale},
-          {"qk_init_scale", c.qk_init_scale}, {"outlier_scale", c.outlier_scale}};
+  nlohmann::json j = c;
+  j["type"] = "transformer";
+  return j;
 }
 
 TransformerConfig transformer_config_from_json(const nlohmann::json& j) {
-  const nlohmann::json m = merge_config(transformer_config_to_json(TransformerConfig{}), j, "model");
+  nlohmann::json m = merge_config(transformer_config_to_json(TransformerConfig{}), j, "model");
   if (m["type"] != "transformer")
     throw std::invalid_argument(fmt::format("model.type '{}' is unknown here; allowed: mlp, transformer", m["type"].get<std::string>()));
-  TransformerConfig c;
-  c.layers = m["layers"];
-  c.heads = m["heads"];
-  c.width = m["width"];
-  c.context = m["context"];
-  c.mlp_ratio = m["mlp_ratio"];
-  c.tied = m["tied"];
-  c.init_scale = m["init_scale"];
-  c.qk_init_scale = m["qk_init_scale"];
-  c.outlier_scale = m["outlier_scale"];
+  m.erase("type");
+  const TransformerConfig c = m.get<TransformerConfig>();
   make_transformer_layout(c, 2);  // range checks before any data is made
   return c;
 }
