@@ -127,11 +127,12 @@ class GpuTrainCli : public CliTempDirTest {
                      << recipes << "}";
     return p;
   }
-  json run_fake(const std::string& cfg, int* rc, std::string* err) const {
+  json run_fake(const std::string& cfg, int* rc, std::string* err, std::string* stdout_text = nullptr) const {
     const std::string out = path("report.json");
     const auto r = run_split("train --backend cuda --config " + cfg + " --out " + out, kFake);
     *rc = r.rc;
     *err = r.err;
+    if (stdout_text) *stdout_text = r.out;
     std::ifstream f(out);
     return f ? json::parse(f) : json();
   }
@@ -148,8 +149,10 @@ TEST_F(GpuTrainCli, WithoutADeviceExits3AndWritesNothing) {
 TEST_F(GpuTrainCli, ReportsEachVariantBesideItsCudaTwinStepByStep) {
   int rc = 0;
   std::string err;
-  const json rep = run_fake(config(R"(["bf16-amp", "fp16-amp", "fp8-current"])", 5), &rc, &err);
+  std::string table;
+  const json rep = run_fake(config(R"(["bf16-amp", "fp16-amp", "fp8-current"])", 5), &rc, &err, &table);
   ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(table.find("cuda twin"), std::string::npos) << table;
   const json& be = rep["results"]["backend"];
   EXPECT_EQ(be["name"], "cuda");
   EXPECT_EQ(be["device"], 0);

@@ -28,6 +28,24 @@ void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
                   "which then carries nothing else)");
 }
 
+namespace {
+
+// Per variant and seed, the twin on the other backend against the emulated variant.
+std::string backend_table(const nlohmann::json& results) {
+  std::string t = fmt::format("\n{:<20} {:>5} {:>16} {:>16} {:>9}\n", results["backend"]["name"].get<std::string>() + " twin",
+                              "seed", "max|loss diff|", "max weight err", "diverged");
+  for (const auto& run : results["runs"])
+    for (const auto& v : run["variants"]) {
+      const auto& s = v["backend"]["summary"];
+      t += fmt::format("{:<20} {:>5} {:>16.3g} {:>16.3g} {:>9}\n", v["name"].get<std::string>(), run["seed"].get<uint64_t>(),
+                       read_number(s["max_abs_loss_diff"]), read_number(s["max_weight_rel_err"]),
+                       s["diverged_at"].is_null() ? "-" : std::to_string(s["diverged_at"].get<int64_t>()));
+    }
+  return t;
+}
+
+}  // namespace
+
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
                       const TrainBackend& backend) {
   if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
@@ -74,7 +92,10 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     r.set_status("interrupted");
     if (tty) std::cerr << "\n";
   }
-  if (!out.json && jsonl != "-") std::cout << summary_table(r.results());
+  if (!out.json && jsonl != "-") {
+    std::cout << summary_table(r.results());
+    if (backend.make) std::cout << backend_table(r.results());
+  }
   finish_report(r, out);
   if (guard.requested()) {
     const auto& runs = r.results()["runs"];
