@@ -2,6 +2,7 @@
 // device (this machine), and bad arguments, which are refused before any device is touched.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -22,8 +23,10 @@ struct CliRun {
 };
 
 CliRun run_cli(const std::string& args, const std::string& env = "") {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/gpu_cli_out.txt", err = dir + "/gpu_cli_err.txt";
+  // Names of this process's own: ctest runs the GPU test binaries side by side.
+  const std::string dir = ::testing::TempDir() + "/gpu_backend_test_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   const std::string cmd = env + " " + PRECSIM_CLI + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
@@ -56,7 +59,7 @@ TEST(GpuBackend, MissingLibraryIsNoBackend) {
 }
 
 TEST(GpuBackend, FileThatIsNotALibraryIsNoBackend) {
-  const std::string p = ::testing::TempDir() + "/not_a_library.so";
+  const std::string p = ::testing::TempDir() + "/not_a_library_" + std::to_string(getpid()) + ".so";
   std::ofstream(p) << "not ELF";
   try {
     GpuBackend::load_from(p);
@@ -107,7 +110,7 @@ TEST(GpuBackend, NoDriverOrDeviceIsNoDeviceWithTheCudaError) {
 TEST(GpuCli, InfoWithoutADeviceExits3AndWritesNothing) {
   std::string why;
   if (gpu_present(&why)) GTEST_SKIP() << "a GPU is present";
-  const std::string report = ::testing::TempDir() + "/gpu_info_report.json";
+  const std::string report = ::testing::TempDir() + "/gpu_info_report_" + std::to_string(getpid()) + ".json";
   std::filesystem::remove(report);
   const CliRun r = run_cli("gpu info --out " + report);
   EXPECT_EQ(r.code, 3) << r.err;

@@ -3,8 +3,10 @@
 // of a device run, checked on a machine without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,7 +23,9 @@ struct CliResult {
 };
 
 CliResult run(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
+  // Names of this process's own: ctest runs the GPU test binaries side by side.
+  const std::string dir = ::testing::TempDir() + "/gpu_cli_test_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
   const std::string out = dir + "/gpu_cli_report.json", err = dir + "/gpu_cli_err.txt";
   std::remove(out.c_str());
   const std::string cmd = "PRECSIM_GPU_LIBRARY=" + kFake + " " + PRECSIM_CLI + " " + args + " --out " + out +
