@@ -2,8 +2,9 @@
 // the single large batch; the Hugging Face per-micro-batch normalisation differs by exactly the
 // amount computed from the micro-batches' own gradients; a BF16 accumulation buffer drifts and
 // stochastic rounding or Kahan compensation recover; the all-reduce runs through DDP buckets;
-// BatchNorm statistics per micro-batch break the equivalence that LayerNorm keeps; bad splits are
-// refused before any step.
+// BatchNorm statistics per micro-batch or per worker break the equivalence that LayerNorm keeps,
+// and SyncBatchNorm restores it; the all-reduce's roundings are counted; bad splits are refused
+// before any step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -389,13 +390,15 @@ std::string config_error(json recipe, int batch = 64) {
   return "";
 }
 
+// A recipe named v: the preset with patch merged in.
+json recipe_patch(const char* preset, const json& patch) {
+  json r = {{"name", "v"}, {"preset", preset}};
+  r.merge_patch(patch);
+  return r;
+}
+
 TEST(ParallelTrain, BadSplitsAreRefusedWithTheValueAndWhatIsAllowed) {
-  const json base = {{"name", "v"}, {"preset", "bf16-amp"}};
-  auto with = [&](json patch) {
-    json r = base;
-    r.merge_patch(patch);
-    return r;
-  };
+  auto with = [](const json& patch) { return recipe_patch("bf16-amp", patch); };
   EXPECT_NE(config_error(with({{"parallel", {{"workers", 3}}}})).find(
                 "batch 64 is not divisible by parallel.workers 3 x accumulation.micro_batches 1 = 3"),
             std::string::npos);
@@ -421,7 +424,139 @@ TEST(ParallelTrain, BadSplitsAreRefusedWithTheValueAndWhatIsAllowed) {
             std::string::npos);
   EXPECT_NE(config_error(with({{"parallel", {{"wrokers", 2}}}})).find("unknown recipe key 'parallel.wrokers'"),
             std::string::npos);
-  EXPECT_EQ(config_error(base), "");
+  EXPECT_EQ(config_error(with(json::object())), "");
+}
+
+ParallelSpec bn_workers(int w, BatchNormStats bn) {
+  ParallelSpec p = workers(w);
+  p.batchnorm = bn;
+  return p;
+}
+
+// Rows of whole parts (`rows` rows each) of p's global batch, in the order given: one batch.
+struct Gathered {
+  std::vector<double> x, items;
+  std::vector<int32_t> y;
+  Gathered(const Problem& p, std::initializer_list<int> parts, int rows) {
+    const size_t f = size_t(p.data.features);
+    for (const int part : parts)
+      for (int r = part * rows; r < (part + 1) * rows; ++r) {
+        x.insert(x.end(), p.x.begin() + r * f, p.x.begin() + (r + 1) * f);
+        y.push_back(p.y[size_t(r)]);
+        items.push_back(p.items[size_t(r)]);
+      }
+  }
+  BatchView batch() const {
+    BatchView b;
+    b.rows = int(y.size());
+    b.x = x.data();
+    b.labels = y.data();
+    b.items = items.data();
+    return b;
+  }
+};
+
+TEST(SyncBatchNorm, Fp64SyncStatisticsEqualTheLargeBatchWherePerWorkerStatisticsDoNot) {
+  for (const ItemsConfig& items : {ItemsConfig{}, unequal_items()}) {
+    const Problem bn = make_problem(64, items, Norm::kBatch), ln = make_problem(64, items, Norm::kLayer);
+    const std::vector<double> bn1 = fp64_grad(bn, bn.batch(64), ParallelSpec{}, AccumulationSpec{});
+    const std::vector<double> ln1 = fp64_grad(ln, ln.batch(64), ParallelSpec{}, AccumulationSpec{});
+    for (const int w : {2, 4, 8}) {
+      double loss1 = 0, loss = 0;
+      fp64_grad(bn, bn.batch(64), ParallelSpec{}, AccumulationSpec{}, &loss1);
+      const double e_sync = rel_error(fp64_grad(bn, bn.batch(64), bn_workers(w, BatchNormStats::kSync), micro(1), &loss), bn1);
+      const std::vector<double> local = fp64_grad(bn, bn.batch(64), bn_workers(w, BatchNormStats::kWorker), micro(1));
+      const double e_worker = rel_error(local, bn1);
+      const double e_ln = rel_error(fp64_grad(ln, ln.batch(64), bn_workers(w, BatchNormStats::kSync), micro(1)), ln1);
+      std::printf("W %d, %s items: SyncBatchNorm vs large batch %.3g, per-worker BatchNorm %.3g, LayerNorm %.3g\n", w,
+                  items.max_per_row > 1 ? "unequal" : "equal", e_sync, e_worker, e_ln);
+      EXPECT_LT(e_sync, 1e-12);
+      EXPECT_NEAR(loss, loss1, 1e-12 * loss1);
+      // Measured: 0.060, 0.19, 0.35 (W 2, 4, 8; equal items), 0.094, 0.22, 0.40 (unequal): statistics
+      // of 64 / W rows.
+      EXPECT_GT(e_worker, 0.05);
+      EXPECT_LT(e_ln, 1e-12);
+      // worker is micro-batch's computation when each worker runs one micro-batch.
+      EXPECT_EQ(local, fp64_grad(bn, bn.batch(64), bn_workers(w, BatchNormStats::kMicroBatch), micro(1)));
+    }
+  }
+}
+
+TEST(SyncBatchNorm, WithAccumulationMicroBatchIndexMIsNormalisedOverEveryWorkersMicroBatchM) {
+  // W = 2 workers x N = 4 micro-batches of 8 rows: worker w's micro-batch m is part w N + m; the
+  // step's gradient is the mean over m of the gradient of parts {m, N + m} taken as one batch.
+  const Problem p = make_problem(64, ItemsConfig{}, Norm::kBatch);
+  std::vector<double> expected(p.layout.param_count, 0.0);
+  for (int m = 0; m < 4; ++m) {
+    const Gathered g(p, {m, 4 + m}, 8);
+    const std::vector<double> gm = fp64_grad(p, g.batch(), ParallelSpec{}, AccumulationSpec{});
+    for (size_t i = 0; i < gm.size(); ++i) expected[i] += gm[i] / 4;
+  }
+  const std::vector<double> sync = fp64_grad(p, p.batch(64), bn_workers(2, BatchNormStats::kSync), micro(4));
+  EXPECT_LT(rel_error(sync, expected), 1e-12);
+  EXPECT_GT(rel_error(sync, fp64_grad(p, p.batch(64), ParallelSpec{}, AccumulationSpec{})), 1e-2);
+}
+
+TEST(SyncBatchNorm, RunningStatisticsAreTheGlobalOnesUnderSyncAndWorkerZerosOtherwise) {
+  const Problem p = make_problem(64, ItemsConfig{}, Norm::kBatch);
+  auto running = [&](const BatchView& b, const ParallelSpec& ps) {
+    Trainer<double> tr(p.layout, nullptr, sgd(), p.data.task, 1, 10);
+    tr.set_split(ps, AccumulationSpec{});
+    RunState<double> s = tr.init_state(p.init);
+    tr.step(s, b, 0);
+    std::vector<double> v = s.bn_mean;
+    v.insert(v.end(), s.bn_var.begin(), s.bn_var.end());
+    return v;
+  };
+  const std::vector<double> whole = running(p.batch(64), ParallelSpec{});
+  EXPECT_LT(rel_error(running(p.batch(64), bn_workers(4, BatchNormStats::kSync)), whole), 1e-12);
+  // Per-worker statistics: DDP broadcasts rank 0's buffers, i.e. those of rows 0..15.
+  const std::vector<double> local = running(p.batch(64), bn_workers(4, BatchNormStats::kWorker));
+  EXPECT_EQ(local, running(p.batch(16), ParallelSpec{}));
+  EXPECT_GT(rel_error(local, whole), 1e-3);
+}
+
+TEST(SyncBatchNorm, Fp32SyncDiffersFromOneBatchBySummationOrderOnly) {
+  const Problem p = make_problem(64, ItemsConfig{}, Norm::kBatch);
+  const std::vector<double> g1 = fp32_grad(p, p.batch(64), recipe_preset("fp32"));
+  const double e_sync = rel_error(fp32_grad(p, p.batch(64), recipe_preset("ddp8-bn-sync")), g1);
+  const double e_local = rel_error(fp32_grad(p, p.batch(64), recipe_preset("ddp8-bn-local")), g1);
+  std::printf("fp32, 8 workers of 8 rows: SyncBatchNorm vs one batch %.3g, per-worker BatchNorm %.3g\n", e_sync, e_local);
+  EXPECT_LT(e_sync, 1e-5);
+  EXPECT_GT(e_local, 0.1);
+}
+
+TEST(SyncBatchNorm, ThePresetsShowInTheReport) {
+  const json c = json::parse(R"({"steps": 6, "batch": 64, "shadow_every": 2,
+    "data": {"features": 8, "classes": 4, "train_size": 256, "heldout_size": 64},
+    "model": {"hidden": [16, 16], "batchnorm": true}, "optimizer": {"kind": "sgd", "lr": 0.05},
+    "recipes": ["fp32", "ddp8-bn-local", "ddp8-bn-sync"]})");
+  const json res = run_training(train_config_from_json(c));
+  const json& v = res["variants"];
+  const double local = read_number(v[1]["summary"]["local_split_grad_rel_err"]);
+  const double sync = read_number(v[2]["summary"]["local_split_grad_rel_err"]);
+  std::printf("report: split error per-worker BatchNorm %.3g, SyncBatchNorm %.3g\n", local, sync);
+  EXPECT_GT(local, 0.1);
+  EXPECT_LT(sync, 1e-5);
+  const json& runs = res["runs"][0]["variants"];
+  EXPECT_FALSE(runs[0]["roles"].contains("allreduce"));  // one worker: no all-reduce
+  ASSERT_TRUE(runs[2]["roles"].contains("allreduce"));
+  EXPECT_GT(runs[2]["roles"]["allreduce"]["count"].get<uint64_t>(), 0u);
+}
+
+TEST(SyncBatchNorm, BadStatisticsModesAreRefused) {
+  auto with = [](const json& patch) { return recipe_patch("fp32", patch); };
+  EXPECT_EQ(config_error(with({{"parallel", {{"batchnorm_stats", "global"}}}})),
+            "unknown parallel.batchnorm_stats 'global'; allowed: micro-batch, worker, sync");
+  EXPECT_EQ(config_error(with({{"parallel", {{"workers", 2}, {"batchnorm_stats", "worker"}}},
+                               {"accumulation", {{"micro_batches", 2}}}})),
+            "recipe 'v': parallel.batchnorm_stats worker needs accumulation.micro_batches 1, got 2: with accumulation "
+            "each forward sees one micro-batch; use micro-batch (the same statistics) or sync");
+  EXPECT_EQ(config_error(with({{"parallel", {{"workers", 2}, {"batchnorm_stats", "sync"}}}})),
+            "recipe 'v': parallel.batchnorm_stats sync needs BatchNorm layers (model.batchnorm true)");
+  const Problem p = make_problem(64, ItemsConfig{}, Norm::kBatch);
+  Trainer<double> tr(p.layout, nullptr, sgd(), p.data.task, 1, 10);
+  EXPECT_THROW(tr.set_split(bn_workers(2, BatchNormStats::kWorker), micro(2)), std::invalid_argument);
 }
 
 class ParallelTrainCli : public test_support::CliTempDirTest {};

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 namespace precsim {
 
@@ -106,41 +107,79 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 }
 
 template <class T>
-void batchnorm_forward(T* out, T* mean, T* var, T* rstd, const T* inp, const T* weight, const T* bias, int batch,
-                       int c, double eps) {
+void batchnorm_stats(T* mean, T* var, const T* inp, int batch, int c) {
   for (int i = 0; i < c; ++i) {
     T m = 0;
     for (int b = 0; b < batch; ++b) m += inp[size_t(b) * c + i];
     m = m / T(batch);
     T v = 0;
     for (int b = 0; b < batch; ++b) v += (inp[size_t(b) * c + i] - m) * (inp[size_t(b) * c + i] - m);
-    v = v / T(batch);
     mean[i] = m;
-    var[i] = v;
-    rstd[i] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(v + T(eps))));
+    var[i] = v / T(batch);
   }
-  for (int b = 0; b < batch; ++b)
-    for (int i = 0; i < c; ++i) {
+}
+
+template <class T>
+void batchnorm_normalize(T* out, T* rstd, const T* inp, const T* weight, const T* bias, const T* mean, const T* var,
+                         int batch, int c, double eps) {
+  for (int i = 0; i < c; ++i) {
+    const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var[i] + T(eps))));
+    if (rstd) rstd[i] = r;
+    for (int b = 0; b < batch; ++b) {
       const size_t k = size_t(b) * c + i;
-      out[k] = (inp[k] - mean[i]) * rstd[i] * weight[i] + bias[i];
+      out[k] = (inp[k] - mean[i]) * r * weight[i] + bias[i];
     }
+  }
+}
+
+template <class T>
+void batchnorm_combine_stats(T* mean, T* var, const T* group_mean, const T* group_var, const int* counts, int groups,
+                             int c) {
+  for (int i = 0; i < c; ++i) {
+    T n = T(counts[0]), m = group_mean[i], m2 = group_var[i] * T(counts[0]);
+    for (int g = 1; g < groups; ++g) {
+      const T nb = T(counts[g]), n_ab = n + nb, d = group_mean[size_t(g) * c + i] - m;
+      m = m + d * nb / n_ab;
+      m2 = m2 + group_var[size_t(g) * c + i] * nb + d * d * n * nb / n_ab;
+      n = n_ab;
+    }
+    mean[i] = m;
+    var[i] = m2 / n;
+  }
+}
+
+template <class T>
+void batchnorm_forward(T* out, T* mean, T* var, T* rstd, const T* inp, const T* weight, const T* bias, int batch,
+                       int c, double eps) {
+  batchnorm_stats(mean, var, inp, batch, c);
+  batchnorm_normalize(out, rstd, inp, weight, bias, mean, var, batch, c, eps);
 }
 
 // The LayerNorm backward with rows and channels exchanged: the mean terms run over the batch.
 template <class T>
-void batchnorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
-                        const T* rstd, int batch, int c) {
+void batchnorm_backward_sums(T* sum_dnorm, T* sum_dnorm_norm, const T* dout, const T* inp, const T* weight,
+                             const T* mean, const T* rstd, int batch, int c) {
   for (int i = 0; i < c; ++i) {
     const T m = mean[i], r = rstd[i];
-    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    T s = 0, sn = 0;
     for (int b = 0; b < batch; ++b) {
       const size_t k = size_t(b) * c + i;
       const T dnorm = weight[i] * dout[k];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * ((inp[k] - m) * r);
+      s += dnorm;
+      sn += dnorm * ((inp[k] - m) * r);
     }
-    dnorm_mean = dnorm_mean / T(batch);
-    dnorm_norm_mean = dnorm_norm_mean / T(batch);
+    sum_dnorm[i] = s;
+    sum_dnorm_norm[i] = sn;
+  }
+}
+
+template <class T>
+void batchnorm_backward_apply(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                              const T* mean, const T* rstd, const T* sum_dnorm, const T* sum_dnorm_norm, int count,
+                              int batch, int c) {
+  for (int i = 0; i < c; ++i) {
+    const T m = mean[i], r = rstd[i];
+    const T dnorm_mean = sum_dnorm[i] / T(count), dnorm_norm_mean = sum_dnorm_norm[i] / T(count);
     for (int b = 0; b < batch; ++b) {
       const size_t k = size_t(b) * c + i;
       const T norm = (inp[k] - m) * r;
@@ -153,15 +192,17 @@ void batchnorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 }
 
 template <class T>
+void batchnorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
+                        const T* rstd, int batch, int c) {
+  std::vector<T> s(static_cast<size_t>(c)), sn(static_cast<size_t>(c));
+  batchnorm_backward_sums(s.data(), sn.data(), dout, inp, weight, mean, rstd, batch, c);
+  batchnorm_backward_apply(dinp, dweight, dbias, dout, inp, weight, mean, rstd, s.data(), sn.data(), batch, batch, c);
+}
+
+template <class T>
 void batchnorm_inference(T* out, const T* inp, const T* weight, const T* bias, const T* mean, const T* var, int batch,
                          int c, double eps) {
-  for (int i = 0; i < c; ++i) {
-    const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var[i] + T(eps))));
-    for (int b = 0; b < batch; ++b) {
-      const size_t k = size_t(b) * c + i;
-      out[k] = (inp[k] - mean[i]) * r * weight[i] + bias[i];
-    }
-  }
+  batchnorm_normalize(out, static_cast<T*>(nullptr), inp, weight, bias, mean, var, batch, c, eps);
 }
 
 template <class T>
@@ -234,6 +275,12 @@ void residual_backward(T* da, T* db, const T* dout, size_t n) {
   template void batchnorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, int, int, double);  \
   template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
   template void batchnorm_inference<T>(T*, const T*, const T*, const T*, const T*, const T*, int, int, double); \
+  template void batchnorm_stats<T>(T*, T*, const T*, int, int);                                        \
+  template void batchnorm_normalize<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int, int, double); \
+  template void batchnorm_combine_stats<T>(T*, T*, const T*, const T*, const int*, int, int);          \
+  template void batchnorm_backward_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
+  template void batchnorm_backward_apply<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                            const T*, int, int, int);                                  \
   template void softmax_xent_forward<T>(T*, T*, const T*, const int32_t*, int, int);                  \
   template void softmax_xent_backward<T>(T*, const T*, const int32_t*, T, int, int);                  \
   template void mse_forward<T>(T*, const T*, const T*, int, int);                                     \

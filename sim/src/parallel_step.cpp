@@ -11,6 +11,13 @@ namespace {
 constexpr int kPartShift = 44;
 constexpr uint32_t kAccumTensor = 1u << 25;
 
+template <class T>
+void rank_order_sum(std::vector<T>& out, const std::vector<std::vector<T>>& workers) {
+  out = workers[0];
+  for (size_t w = 1; w < workers.size(); ++w)
+    for (size_t i = 0; i < out.size(); ++i) out[i] += workers[w][i];
+}
+
 }  // namespace
 
 uint64_t part_step_key(uint64_t step, int part) { return step + (uint64_t(part) << kPartShift); }
@@ -113,13 +120,31 @@ bool bucketed_allreduce(std::vector<float>& out, const std::vector<std::vector<f
 
 bool bucketed_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
                         const std::vector<ParamRange>&, const ParallelSpec& p, QuantStats*, uint64_t*) {
-  out = workers[0];
-  for (size_t w = 1; w < workers.size(); ++w)
-    for (size_t i = 0; i < out.size(); ++i) out[i] += workers[w][i];
+  rank_order_sum(out, workers);
   const double d = average_divisor(p);
   if (d != 1)
     for (double& v : out) v /= d;
   return true;
+}
+
+void sync_batchnorm_allreduce(std::vector<float>& out, const std::vector<std::vector<float>>& workers,
+                              const ParallelSpec& p) {
+  bool finite = true;
+  for (const auto& w : workers)
+    for (float v : w) finite &= std::isfinite(v);
+  if (!finite) return rank_order_sum(out, workers);
+  AllReduceConfig cfg;
+  cfg.workers = int(workers.size());
+  cfg.algorithm = p.algorithm;
+  cfg.buffer = format_by_name("fp32");
+  cfg.average = AverageMode::kSum;
+  const std::vector<std::span<const float>> spans(workers.begin(), workers.end());
+  out = allreduce(spans, cfg).reduced;
+}
+
+void sync_batchnorm_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
+                              const ParallelSpec&) {
+  rank_order_sum(out, workers);
 }
 
 }  // namespace precsim

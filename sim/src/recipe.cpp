@@ -128,6 +128,10 @@ Recipe build_preset(std::string_view n) {
     r.accumulation.rounding = n.ends_with("sr")      ? BufferRounding::kStochastic
                               : n.ends_with("kahan") ? BufferRounding::kKahan
                                                      : BufferRounding::kNearestEven;
+  } else if (n == "ddp8-bn-local" || n == "ddp8-bn-sync") {
+    // FP32, 8 workers: BatchNorm statistics per worker, or SyncBatchNorm across the 8.
+    r.parallel.workers = 8;
+    r.parallel.batchnorm = n.ends_with("sync") ? BatchNormStats::kSync : BatchNormStats::kWorker;
   } else if (n == "accum-hf-bug") {
     // FP32, 4 micro-batches, loss averaged per micro-batch (the Hugging Face Trainer bug, reference 5.1).
     r.accumulation.micro_batches = 4;
@@ -260,7 +264,7 @@ const std::vector<std::string>& recipe_preset_names() {
       "bf16-pure",    "bf16-pure-sr",  "bf16-pure-kahan", "fp8-delayed", "fp8-current",
       "fp8-blockwise", "mxfp8",        "mxfp6",       "mxfp4",           "nvfp4",
       "ddp8-bf16-ring", "ddp8-bf16-tree", "ddp8-bf16-fp32acc", "accum16-bf16-buffer", "accum16-bf16-sr",
-      "accum16-bf16-kahan", "accum-hf-bug"};
+      "accum16-bf16-kahan", "accum-hf-bug", "ddp8-bn-local", "ddp8-bn-sync"};
   return kNames;
 }
 

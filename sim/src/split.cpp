@@ -17,6 +17,9 @@ constexpr auto kRoundings = name_table<BufferRounding>({{BufferRounding::kNeares
                                                         {BufferRounding::kKahan, "kahan"}});
 constexpr auto kNorms = name_table<LossNormalization>({{LossNormalization::kGlobalItemCount, "global-item-count"},
                                                        {LossNormalization::kMeanPerMicroBatch, "mean-per-micro-batch"}});
+constexpr auto kBnStats = name_table<BatchNormStats>({{BatchNormStats::kMicroBatch, "micro-batch"},
+                                                      {BatchNormStats::kWorker, "worker"},
+                                                      {BatchNormStats::kSync, "sync"}});
 
 Format float_format(const std::string& name, const char* key) {
   std::string err;
@@ -41,6 +44,7 @@ auto with_key(const char* key, F&& parse) {
 
 std::string_view to_string(BufferRounding r) { return kRoundings.name(r); }
 std::string_view to_string(LossNormalization n) { return kNorms.name(n); }
+std::string_view to_string(BatchNormStats b) { return kBnStats.name(b); }
 
 json parallel_to_json(const ParallelSpec& p) {
   return {{"workers", p.workers},
@@ -49,7 +53,8 @@ json parallel_to_json(const ParallelSpec& p) {
                          {"average", to_string(p.average)},
                          {"bucket_mb", p.bucket_mb},
                          {"first_bucket_mb", p.first_bucket_mb},
-                         {"hook", to_string(p.hook)}}}};
+                         {"hook", to_string(p.hook)}}},
+          {"batchnorm_stats", to_string(p.batchnorm)}};
 }
 
 json accumulation_to_json(const AccumulationSpec& a) {
@@ -63,6 +68,7 @@ ParallelSpec parallel_from_json(const json& j) {
   ParallelSpec p;
   p.workers = j.at("workers").get<int>();
   if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
+  p.batchnorm = kBnStats.parse(j.at("batchnorm_stats").get<std::string>(), "parallel.batchnorm_stats");
   const json& a = j.at("allreduce");
   p.algorithm = with_key("parallel.allreduce.algorithm",
                          [&] { return parse_allreduce_algorithm(a.at("algorithm").get<std::string>()); });
@@ -103,6 +109,15 @@ void check_split(const ParallelSpec& p, const AccumulationSpec& a, int batch, st
         "recipe '{}': batch {} is not divisible by parallel.workers {} x accumulation.micro_batches {} = {}; "
         "the global batch must split into equal micro-batches",
         variant, batch, p.workers, a.micro_batches, parts));
+  check_batchnorm_stats(p, a, variant);
+}
+
+void check_batchnorm_stats(const ParallelSpec& p, const AccumulationSpec& a, std::string_view variant) {
+  if (p.batchnorm == BatchNormStats::kWorker && a.micro_batches > 1)
+    throw std::invalid_argument(fmt::format(
+        "{}parallel.batchnorm_stats worker needs accumulation.micro_batches 1, got {}: with accumulation each "
+        "forward sees one micro-batch; use micro-batch (the same statistics) or sync",
+        variant.empty() ? "" : fmt::format("recipe '{}': ", variant), a.micro_batches));
 }
 
 std::vector<std::vector<ParamRange>> ddp_buckets(const std::vector<ParamRange>& params, double first_bucket_mb,
@@ -135,6 +150,13 @@ std::string split_keys_doc() {
                     order, a bucket closes at its cap; each bucket is all-reduced on its own (25, 1)
   parallel.allreduce.hook       none | bf16 | fp16: DDP compression hook (cast, divide by W, sum in
                     the low format, cast back) (none)
+  parallel.batchnorm_stats      model.batchnorm's training statistics: micro-batch (each forward's rows:
+                    every micro-batch of every worker; running statistics from worker 0's, as DDP
+                    broadcasts rank 0's buffers) | worker (the worker's local batch: the same with
+                    micro_batches 1, refused otherwise) | sync (SyncBatchNorm: micro-batch m of all
+                    workers together; each worker's mean and variance gathered and combined in rank
+                    order in the compute precision, the backward's sums all-reduced in FP32 with the
+                    algorithm above; running statistics from the global ones) (micro-batch)
   accumulation.micro_batches    N micro-batches per worker, one optimizer step (1)
   accumulation.buffer_format    format of the gradient accumulation buffer (fp32)
   accumulation.rounding         nearest-even | stochastic | kahan (a compensation buffer in the

@@ -107,7 +107,12 @@ TrainConfig train_config_from_json(const json& j) {
     c.variants.push_back(rec);
   }
   if (c.variants.empty()) throw std::invalid_argument("recipes: give at least one recipe");
-  for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
+  for (const Recipe& r : c.variants) {
+    check_split(r.parallel, r.accumulation, c.batch, r.name);
+    if (r.parallel.batchnorm != BatchNormStats::kMicroBatch && !(c.model_type == "mlp" && c.model.batchnorm))
+      throw std::invalid_argument(fmt::format("recipe '{}': parallel.batchnorm_stats {} needs BatchNorm layers (model.batchnorm true)",
+                                              r.name, to_string(r.parallel.batchnorm)));
+  }
   return c;
 }
 
@@ -137,10 +142,11 @@ std::string train_config_doc() {
   model.hidden        hidden widths ([64, 64])
   model.activation    relu | gelu (tanh form)
   model.layernorm     LayerNorm before each activation (false)
-  model.batchnorm     BatchNorm there instead (false): training-mode statistics over the rows of each
-                      forward, i.e. per micro-batch of each worker in a split recipe; the reference
-                      normalises over the whole batch; evaluation uses running statistics (momentum
-                      0.1) updated by worker 0's micro-batches
+  model.batchnorm     BatchNorm there instead (false): training-mode statistics as each recipe's
+                      parallel.batchnorm_stats says (default: over the rows of each forward, i.e. per
+                      micro-batch of each worker; sync: SyncBatchNorm); the reference normalises over
+                      the whole batch; evaluation uses running statistics (momentum 0.1) updated by
+                      worker 0's micro-batches, or by the global statistics under sync
   model.residual      h = x + act(...) where widths agree (false)
   model.init_scale    weights ~ N(0, init_scale^2 / fan_in) (1)
   transformer (model.type transformer; data then describes token sequences):

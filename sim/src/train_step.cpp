@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <type_traits>
 
@@ -71,11 +72,24 @@ struct Trainer<T>::Impl {
   std::vector<ParamRange> tensors;
   std::vector<std::vector<T>> wacc, wcomp;
   std::vector<T> row_dloss;
+  // Row groups of one forward: one, or under SyncBatchNorm one per worker (worker w's micro-batch
+  // m), each with its own GEMM calls, stochastic-rounding key and gradient (ggrads).
+  std::vector<std::vector<T>> ggrads, bn_sums;
+  std::vector<T> bn_group, bn_total;
+  std::vector<double> gx, gtargets;
+  std::vector<int32_t> glabels;
 
   bool exact() const { return r == nullptr; }
 
   void round(std::span<T> v, const TensorFormat& tf, Role role, uint32_t tensor, uint64_t step, StepStats* st) {
     if (!exact()) round_role(v, tf, role, seed, step, tensor, st);
+  }
+
+  // Each row group's slice of v ((rows, width)) rounded with its group's key.
+  void round_rows(std::vector<T>& v, size_t width, const TensorFormat& tf, Role role, uint32_t tensor,
+                  std::span<const uint64_t> keys, StepStats* st) {
+    const size_t n = size_t(rows) / keys.size() * width;
+    for (size_t g = 0; g < keys.size(); ++g) round(sp(v, g * n, n), tf, role, tensor, keys[g], st);
   }
 
   void resize(int b) {
@@ -149,8 +163,9 @@ struct Trainer<T>::Impl {
   }
 
   // BatchNorm: batch statistics in training mode, updating the running ones (PyTorch: momentum 0.1,
-  // unbiased variance); the running ones in evaluation.
-  void batchnorm(size_t l, bool train) {
+  // unbiased variance); the running ones in evaluation. With several row groups (SyncBatchNorm)
+  // each group's mean and variance are combined into those of all the rows, in group order.
+  void batchnorm(size_t l, bool train, int groups) {
     const auto& s = L.layers[l];
     T* rm = cur->bn_mean.data() + s.bn_stats;
     T* rv = cur->bn_var.data() + s.bn_stats;
@@ -158,8 +173,22 @@ struct Trainer<T>::Impl {
       batchnorm_inference(ln_out[l].data(), z[l].data(), wc.data() + s.ln_w, wc.data() + s.ln_b, rm, rv, rows, s.out);
       return;
     }
-    batchnorm_forward(ln_out[l].data(), mean[l].data(), bvar[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
-                      wc.data() + s.ln_b, rows, s.out);
+    if (groups == 1) {
+      batchnorm_forward(ln_out[l].data(), mean[l].data(), bvar[l].data(), rstd[l].data(), z[l].data(),
+                        wc.data() + s.ln_w, wc.data() + s.ln_b, rows, s.out);
+    } else {
+      const int gr = rows / groups;
+      const size_t c = size_t(s.out);
+      bn_group.resize(2 * size_t(groups) * c);  // (G,C) means, then (G,C) variances
+      T* gm = bn_group.data();
+      T* gv = gm + size_t(groups) * c;
+      for (int g = 0; g < groups; ++g)
+        batchnorm_stats(gm + g * c, gv + g * c, z[l].data() + size_t(g) * gr * c, gr, s.out);
+      const std::vector<int> counts(size_t(groups), gr);
+      batchnorm_combine_stats(mean[l].data(), bvar[l].data(), gm, gv, counts.data(), groups, s.out);
+      batchnorm_normalize(ln_out[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w, wc.data() + s.ln_b,
+                          mean[l].data(), bvar[l].data(), rows, s.out);
+    }
     if (!update_running) return;
     const T mom = T(0.1), unbias = rows > 1 ? T(rows) / T(rows - 1) : T(1);
     for (int i = 0; i < s.out; ++i) {
@@ -168,17 +197,22 @@ struct Trainer<T>::Impl {
     }
   }
 
-  void forward(const BatchView& bv, uint64_t step, bool train, StepStats* st) {
+  // keys[g]: the stochastic-rounding step key of row group g (the rows split evenly).
+  void forward(const BatchView& bv, std::span<const uint64_t> keys, bool train, StepStats* st) {
     resize(bv.rows);
-    const size_t n = L.layers.size();
+    const size_t n = L.layers.size(), groups = keys.size();
+    const int gr = rows / int(groups);
+    const TensorFormat af = r ? r->activations : TensorFormat{};
     for (size_t i = 0; i < in[0].size(); ++i) in[0][i] = static_cast<T>(bv.x[i]);
     for (size_t l = 0; l < n; ++l) {
       const auto& s = L.layers[l];
       const uint32_t tid = uint32_t(l) * 8;
       const size_t cnt = size_t(rows) * s.out;
-      gemm_op(kFwd, int(l), z[l].data(), in[l].data(), false, wc.data() + s.w, true, rows, s.out, s.in, step, st);
+      for (size_t g = 0; g < groups; ++g)
+        gemm_op(kFwd, int(l), z[l].data() + g * gr * s.out, in[l].data() + g * gr * s.in, false, wc.data() + s.w, true,
+                gr, s.out, s.in, keys[g], st);
       bias_forward(z[l].data(), wc.data() + s.b, rows, s.out);
-      round(sp(z[l], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid, step, st);
+      round_rows(z[l], s.out, af, Role::kActivations, tid, keys, st);
       if (!s.hidden) {
         std::copy(z[l].begin(), z[l].end(), in[l + 1].begin());
         continue;
@@ -189,16 +223,16 @@ struct Trainer<T>::Impl {
           layernorm_forward(ln_out[l].data(), mean[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
                             wc.data() + s.ln_b, rows, s.out);
         else
-          batchnorm(l, train);
-        if (r && !r->autocast) round(sp(ln_out[l], 0, cnt), r->activations, Role::kActivations, tid + 1, step, st);
+          batchnorm(l, train, int(groups));
+        if (r && !r->autocast) round_rows(ln_out[l], s.out, r->activations, Role::kActivations, tid + 1, keys, st);
         u = ln_out[l].data();
       }
       if (L.activation == Activation::kRelu) relu_forward(act[l].data(), u, cnt);
       else gelu_forward(act[l].data(), u, cnt);
-      round(sp(act[l], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid + 2, step, st);
+      round_rows(act[l], s.out, af, Role::kActivations, tid + 2, keys, st);
       if (s.residual) {
         residual_forward(in[l + 1].data(), in[l].data(), act[l].data(), cnt);
-        round(sp(in[l + 1], 0, cnt), r ? r->activations : TensorFormat{}, Role::kActivations, tid + 3, step, st);
+        round_rows(in[l + 1], s.out, af, Role::kActivations, tid + 3, keys, st);
       } else {
         std::copy(act[l].begin(), act[l].end(), in[l + 1].begin());
       }
@@ -212,6 +246,32 @@ struct Trainer<T>::Impl {
       for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<T>(bv.targets[i]);
       mse_forward(losses.data(), logits, targets.data(), rows, L.output);
     }
+  }
+
+  // The rows of the given parts (mb rows each) as one batch: a view into b for one part, else a copy.
+  BatchView gather_parts(const BatchView& b, std::span<const int> parts, int mb) {
+    BatchView v;
+    v.rows = mb * int(parts.size());
+    if (parts.size() == 1) {
+      const size_t first = size_t(parts[0]) * mb;
+      v.x = b.x + first * L.input;
+      if (b.labels) v.labels = b.labels + first;
+      if (b.targets) v.targets = b.targets + first * L.output;
+      return v;
+    }
+    gx.clear();
+    glabels.clear();
+    gtargets.clear();
+    for (const int p : parts) {
+      const size_t first = size_t(p) * mb, last = first + mb;
+      gx.insert(gx.end(), b.x + first * L.input, b.x + last * L.input);
+      if (b.labels) glabels.insert(glabels.end(), b.labels + first, b.labels + last);
+      if (b.targets) gtargets.insert(gtargets.end(), b.targets + first * L.output, b.targets + last * L.output);
+    }
+    v.x = gx.data();
+    if (b.labels) v.labels = glabels.data();
+    if (b.targets) v.targets = gtargets.data();
+    return v;
   }
 
   // Forward and backward of every micro-batch of every worker, accumulation, all-reduce: grads
@@ -229,35 +289,47 @@ struct Trainer<T>::Impl {
     wacc.assign(size_t(w_count), std::vector<T>(L.param_count, T(0)));
     wcomp.assign(acc.rounding == BufferRounding::kKahan ? size_t(w_count) : 0, std::vector<T>(L.param_count, T(0)));
     std::vector<T> no_comp;
-    row_dloss.resize(size_t(mb));
-    for (int w = 0; w < w_count; ++w)
-      for (int m = 0; m < n_count; ++m) {
-        const int part = w * n_count + m, first = part * mb;
-        const uint64_t key = part_step_key(step, part);
-        BatchView sub;
-        sub.rows = mb;
-        sub.x = b.x + size_t(first) * L.input;
-        if (b.labels) sub.labels = b.labels + first;
-        if (b.targets) sub.targets = b.targets + size_t(first) * L.output;
-        update_running = w == 0;  // DDP broadcasts rank 0's buffers
-        forward(sub, key, true, &st);
+    // One forward per micro-batch of each worker (part w N + m, in order); under SyncBatchNorm one
+    // per micro-batch index m for all workers at once, worker w's micro-batch as row group w.
+    const bool sync = par.batchnorm == BatchNormStats::kSync && w_count > 1 && L.bn_channels > 0;
+    const int groups = sync ? w_count : 1;
+    std::vector<int> part(static_cast<size_t>(groups));
+    std::vector<uint64_t> keys(static_cast<size_t>(groups));
+    row_dloss.resize(size_t(groups) * mb);
+    for (int f = 0; f < parts / groups; ++f) {
+      for (int g = 0; g < groups; ++g) {
+        part[g] = sync ? g * n_count + f : f;
+        keys[g] = part_step_key(step, part[g]);
+      }
+      // DDP broadcasts rank 0's buffers; SyncBatchNorm's statistics are every rank's.
+      update_running = sync || part[0] < n_count;
+      forward(gather_parts(b, part, mb), keys, true, &st);
+      for (int g = 0; g < groups; ++g) {
+        const int first = part[g] * mb;
         double n_mb = 0;
         for (int i = 0; i < mb; ++i) {
-          loss_sum += items(first + i) * static_cast<double>(losses[i]);
+          loss_sum += items(first + i) * static_cast<double>(losses[size_t(g) * mb + i]);
           n_mb += items(first + i);
         }
         // The loss each row's gradient comes from, with the averaging's division D undone in
         // advance: items_i x D / loss_denominator.
         const double den = loss_denominator(acc, n_total, parts, n_mb);
         for (int i = 0; i < mb; ++i)
-          row_dloss[i] = den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
-        backward(row_dloss.data(), key, &st);
-        if (parts == 1 && allreduce_is_identity<T>(par, exact())) {  // grads is final
-          update_running = true;
-          return n_total > 0 ? loss_sum / n_total : 0.0;
-        }
-        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact(), seed, step, uint32_t(part), &st);
+          row_dloss[size_t(g) * mb + i] =
+              den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
       }
+      backward(row_dloss.data(), keys, &st);
+      if (parts == 1 && allreduce_is_identity<T>(par, exact())) {  // grads is final
+        update_running = true;
+        return n_total > 0 ? loss_sum / n_total : 0.0;
+      }
+      for (int g = 0; g < groups; ++g) {
+        if (groups > 1) grads.swap(ggrads[g]);
+        const int w = part[g] / n_count;
+        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact(), seed, step,
+                            uint32_t(part[g]), &st);
+      }
+    }
     update_running = true;
     const size_t ar = size_t(Role::kAllReduce);
     st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par, &st.roles[ar], &st.role_nonzero[ar]);
@@ -277,12 +349,15 @@ struct Trainer<T>::Impl {
           }
   }
 
-  // row_dloss[b]: d(scaled loss) / d(loss of row b).
-  void backward(const T* row_dloss, uint64_t step, StepStats* st) {
-    const size_t n = L.layers.size();
+  // row_dloss[b]: d(scaled loss) / d(loss of row b). Row group g's parameter gradient goes to
+  // ggrads[g]; with one group it ends in grads.
+  void backward(const T* row_dloss, std::span<const uint64_t> keys, StepStats* st) {
+    const size_t n = L.layers.size(), groups = keys.size();
+    const int gr = rows / int(groups);
     const TensorFormat ag = r ? r->activation_grads : TensorFormat{};
     const TensorFormat wg = r ? r->weight_grads : TensorFormat{};
-    grads.assign(L.param_count, T(0));
+    ggrads.resize(groups);
+    for (auto& g : ggrads) g.assign(L.param_count, T(0));
     act_grads.clear();
     const size_t o = size_t(L.output);
     dz.assign(size_t(rows) * o, T(0));
@@ -292,25 +367,30 @@ struct Trainer<T>::Impl {
       else
         mse_backward(dz.data() + b * o, in[n].data() + b * o, targets.data() + b * o, row_dloss[b], 1, L.output);
     }
-    round(std::span<T>(dz), ag, Role::kActivationGrads, 1u << 21, step, st);
+    round_rows(dz, o, ag, Role::kActivationGrads, 1u << 21, keys, st);
     bool have_res = false;
     for (size_t li = n; li-- > 0;) {
       const auto& s = L.layers[li];
       const uint32_t tid = uint32_t(li) * 8 + (1u << 22);
       act_grads.insert(act_grads.end(), dz.begin(), dz.end());
-      // dW = dz^T in: A = dz stored (rows,out) transposed, B = in (rows,in); K = rows.
-      gemm_op(kWgrad, int(li), grads.data() + s.w, dz.data(), true, in[li].data(), false, s.out, s.in, rows, step, st);
-      round(sp(grads, s.w, size_t(s.in) * s.out), wg, Role::kWeightGrads, tid, step, st);
-      bias_backward(grads.data() + s.b, dz.data(), rows, s.out);
-      round(sp(grads, s.b, s.out), wg, Role::kWeightGrads, tid + 1, step, st);
+      for (size_t g = 0; g < groups; ++g) {
+        // dW = dz^T in: A = dz stored (rows,out) transposed, B = in (rows,in); K = rows.
+        gemm_op(kWgrad, int(li), ggrads[g].data() + s.w, dz.data() + g * gr * s.out, true,
+                in[li].data() + g * gr * s.in, false, s.out, s.in, gr, keys[g], st);
+        round(sp(ggrads[g], s.w, size_t(s.in) * s.out), wg, Role::kWeightGrads, tid, keys[g], st);
+        bias_backward(ggrads[g].data() + s.b, dz.data() + g * gr * s.out, gr, s.out);
+        round(sp(ggrads[g], s.b, s.out), wg, Role::kWeightGrads, tid + 1, keys[g], st);
+      }
       if (li == 0) break;
       // dX = dz W: A = dz (rows,out), B = W stored (out,in); K = out.
       const auto& p = L.layers[li - 1];
       dprev.assign(size_t(rows) * s.in, T(0));
-      gemm_op(kDgrad, int(li), dprev.data(), dz.data(), false, wc.data() + s.w, false, rows, s.in, s.out, step, st);
+      for (size_t g = 0; g < groups; ++g)
+        gemm_op(kDgrad, int(li), dprev.data() + g * gr * s.in, dz.data() + g * gr * s.out, false, wc.data() + s.w,
+                false, gr, s.in, s.out, keys[g], st);
       if (have_res)
         for (size_t i = 0; i < dprev.size(); ++i) dprev[i] += dres[i];
-      round(std::span<T>(dprev), ag, Role::kActivationGrads, tid + 2, step, st);
+      round_rows(dprev, s.in, ag, Role::kActivationGrads, tid + 2, keys, st);
       // Layer li-1's output h = [in +] act(u): dres carries dh to its input.
       have_res = p.residual;
       if (have_res) dres = dprev;
@@ -319,21 +399,54 @@ struct Trainer<T>::Impl {
       du.assign(cnt, T(0));
       if (L.activation == Activation::kRelu) relu_backward(du.data(), u, dprev.data(), cnt);
       else gelu_backward(du.data(), u, dprev.data(), cnt);
-      round(std::span<T>(du), ag, Role::kActivationGrads, tid + 3, step, st);
+      round_rows(du, p.out, ag, Role::kActivationGrads, tid + 3, keys, st);
       if (p.layernorm || p.batchnorm) {
         dz.assign(cnt, T(0));
-        (p.layernorm ? layernorm_backward<T> : batchnorm_backward<T>)(
-            dz.data(), grads.data() + p.ln_w, grads.data() + p.ln_b, du.data(), z[li - 1].data(), wc.data() + p.ln_w,
-            mean[li - 1].data(), rstd[li - 1].data(), rows, p.out);
-        round(std::span<T>(dz), ag, Role::kActivationGrads, tid + 4, step, st);
-        round(sp(grads, p.ln_w, p.out), wg, Role::kWeightGrads, tid + 5, step, st);
-        round(sp(grads, p.ln_b, p.out), wg, Role::kWeightGrads, tid + 6, step, st);
+        norm_backward(li - 1, int(groups));
+        round_rows(dz, p.out, ag, Role::kActivationGrads, tid + 4, keys, st);
+        for (size_t g = 0; g < groups; ++g) {
+          round(sp(ggrads[g], p.ln_w, p.out), wg, Role::kWeightGrads, tid + 5, keys[g], st);
+          round(sp(ggrads[g], p.ln_b, p.out), wg, Role::kWeightGrads, tid + 6, keys[g], st);
+        }
       } else {
         dz.swap(du);
       }
     }
+    if (groups == 1) grads.swap(ggrads[0]);
   }
 
+  // dz += the normalisation's input gradient from du; each group's weight and bias gradients. A
+  // BatchNorm over several groups (SyncBatchNorm) all-reduces the groups' sums of weight dy and of
+  // weight dy xhat first, and every group applies the totals over all the rows.
+  void norm_backward(size_t l, int groups) {
+    const auto& p = L.layers[l];
+    const int gr = rows / groups;
+    const size_t c = size_t(p.out);
+    const T* w = wc.data() + p.ln_w;
+    auto at = [&](std::vector<T>& v, int g) { return v.data() + size_t(g) * gr * c; };
+    if (p.layernorm) {  // per row: mean and rstd are (rows)
+      for (int g = 0; g < groups; ++g)
+        layernorm_backward(at(dz, g), ggrads[g].data() + p.ln_w, ggrads[g].data() + p.ln_b, at(du, g), at(z[l], g), w,
+                           mean[l].data() + size_t(g) * gr, rstd[l].data() + size_t(g) * gr, gr, p.out);
+      return;
+    }
+    if (groups == 1) {
+      batchnorm_backward(dz.data(), ggrads[0].data() + p.ln_w, ggrads[0].data() + p.ln_b, du.data(), z[l].data(), w,
+                         mean[l].data(), rstd[l].data(), rows, p.out);
+      return;
+    }
+    bn_sums.resize(size_t(groups));
+    for (int g = 0; g < groups; ++g) {
+      bn_sums[g].resize(2 * c);
+      batchnorm_backward_sums(bn_sums[g].data(), bn_sums[g].data() + c, at(du, g), at(z[l], g), w, mean[l].data(),
+                              rstd[l].data(), gr, p.out);
+    }
+    sync_batchnorm_allreduce(bn_total, bn_sums, par);
+    for (int g = 0; g < groups; ++g)
+      batchnorm_backward_apply(at(dz, g), ggrads[g].data() + p.ln_w, ggrads[g].data() + p.ln_b, at(du, g), at(z[l], g),
+                               w, mean[l].data(), rstd[l].data(), bn_total.data(), bn_total.data() + c, rows, gr,
+                               p.out);
+  }
 };
 
 template <class T>
@@ -372,6 +485,7 @@ void Trainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
   if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
   if (a.micro_batches < 1)
     throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
+  check_batchnorm_stats(p, a, "");
   impl_->par = p;
   impl_->acc = a;
 }
@@ -413,7 +527,8 @@ EvalResult Trainer<T>::evaluate(const RunState<T>& s, const BatchView& b) {
     c.x = b.x + size_t(start) * f;
     if (b.labels) c.labels = b.labels + start;
     if (b.targets) c.targets = b.targets + size_t(start) * o;
-    I.forward(c, kEvalStep + uint64_t(start), false, nullptr);
+    const uint64_t key = kEvalStep + uint64_t(start);
+    I.forward(c, std::span(&key, 1), false, nullptr);
     for (int i = 0; i < c.rows; ++i) loss += double(I.losses[i]);
     if (I.task == Task::kClassification)
       for (int i = 0; i < c.rows; ++i) {

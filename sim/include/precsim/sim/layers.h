@@ -51,6 +51,35 @@ template <class T>
 void batchnorm_inference(T* out, const T* inp, const T* weight, const T* bias, const T* mean, const T* var, int batch,
                          int c, double eps = 1e-5);
 
+// The pieces of the two passes, for statistics shared by row groups that live on different workers
+// (SyncBatchNorm): batchnorm_forward is stats then normalize, batchnorm_backward is sums then
+// apply with count = batch.
+// Per channel, the mean and biased variance of the B rows (two passes, rows in order).
+template <class T>
+void batchnorm_stats(T* mean, T* var, const T* inp, int batch, int c);
+// out = (inp - mean) rstd weight + bias, rstd = 1 / sqrt(var + eps) (stored, (C)).
+template <class T>
+void batchnorm_normalize(T* out, T* rstd, const T* inp, const T* weight, const T* bias, const T* mean, const T* var,
+                         int batch, int c, double eps = 1e-5);
+// Mean and biased variance of the union of G row groups from each group's own (group_mean,
+// group_var are (G,C); counts (G)), groups combined in order by Chan, Golub and LeVeque's pairwise
+// update: n = n_a + n_b, d = mean_b - mean_a, mean = mean_a + d n_b / n,
+// M2 = M2_a + M2_b + d^2 n_a n_b / n.
+template <class T>
+void batchnorm_combine_stats(T* mean, T* var, const T* group_mean, const T* group_var, const int* counts, int groups,
+                             int c);
+// Per channel over the B rows: sum_dnorm = sum weight dout, sum_dnorm_norm = sum weight dout xhat.
+template <class T>
+void batchnorm_backward_sums(T* sum_dnorm, T* sum_dnorm_norm, const T* dout, const T* inp, const T* weight,
+                             const T* mean, const T* rstd, int batch, int c);
+// The rest of the backward for B rows whose statistics were taken over `count` rows, given the sums
+// over all those rows: dinp += (dnorm - sum_dnorm / count - xhat sum_dnorm_norm / count) rstd;
+// dweight, dbias += this call's rows' own contributions.
+template <class T>
+void batchnorm_backward_apply(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                              const T* mean, const T* rstd, const T* sum_dnorm, const T* sum_dnorm_norm, int count,
+                              int batch, int c);
+
 // Per-row loss; probs (B,V) saved; targets are class indices.
 template <class T>
 void softmax_xent_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int batch, int v);

@@ -19,7 +19,8 @@ struct MlpConfig {
   std::string activation = "relu";  // relu | gelu (tanh form)
   bool layernorm = false;           // LayerNorm between each hidden linear layer and its activation
   bool batchnorm = false;           // BatchNorm there instead: training-mode statistics over the rows of
-                                    // each forward (a micro-batch of a worker in a split step)
+                                    // each forward (a micro-batch of a worker in a split step), or
+                                    // synchronised across workers (ParallelSpec::batchnorm)
   bool residual = false;            // h = x + act(...) where a hidden layer's input and output widths agree
   double init_scale = 1.0;          // weights ~ N(0, (init_scale^2) / fan_in); biases 0; LN weight 1, bias 0
 };

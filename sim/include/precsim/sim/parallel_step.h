@@ -54,4 +54,12 @@ bool bucketed_allreduce(std::vector<double>& out, const std::vector<std::vector<
                         const std::vector<ParamRange>& tensors, const ParallelSpec& p, QuantStats* stats = nullptr,
                         uint64_t* nonzero = nullptr);
 
+// SyncBatchNorm's backward all-reduce (torch.distributed.all_reduce SUM of each worker's
+// sum(dy) and sum(dy xhat)): out = the sum over w of workers[w], in an FP32 buffer with the
+// variant's algorithm (FP32 opmath), or summed in rank order (FP64, or a non-finite value).
+void sync_batchnorm_allreduce(std::vector<float>& out, const std::vector<std::vector<float>>& workers,
+                              const ParallelSpec& p);
+void sync_batchnorm_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
+                              const ParallelSpec& p);
+
 }  // namespace precsim

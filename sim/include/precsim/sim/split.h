@@ -23,6 +23,13 @@ enum class BufferRounding : uint8_t { kNearestEven, kStochastic, kKahan };
 // loss by the items of the whole global batch (every micro-batch of every worker).
 enum class LossNormalization : uint8_t { kGlobalItemCount, kMeanPerMicroBatch };
 
+// Where BatchNorm layers (model.batchnorm) take their training-mode statistics in a split step:
+// micro-batch: over each forward's own rows (each micro-batch of each worker); worker: over the
+// worker's local batch, which is its one forward, so only with one micro-batch (with accumulation
+// every framework's forward sees one micro-batch); sync: SyncBatchNorm (torch.nn.SyncBatchNorm),
+// micro-batch m of every worker normalised over the union of all workers' micro-batch m.
+enum class BatchNormStats : uint8_t { kMicroBatch, kWorker, kSync };
+
 struct ParallelSpec {
   int workers = 1;
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
@@ -32,6 +39,7 @@ struct ParallelSpec {
   double bucket_mb = 25.0;        // DDP bucket_cap_mb
   double first_bucket_mb = 1.0;   // DDP's smaller first bucket
   CompressHook hook = CompressHook::kNone;
+  BatchNormStats batchnorm = BatchNormStats::kMicroBatch;
 };
 
 struct AccumulationSpec {
@@ -50,8 +58,11 @@ ParallelSpec parallel_from_json(const nlohmann::json& j);
 AccumulationSpec accumulation_from_json(const nlohmann::json& j);
 std::string split_keys_doc();
 
-// Throws std::invalid_argument unless workers x micro_batches divides the global batch.
+// Throws std::invalid_argument unless workers x micro_batches divides the global batch, and as
+// check_batchnorm_stats.
 void check_split(const ParallelSpec& p, const AccumulationSpec& a, int batch, std::string_view variant);
+// Throws std::invalid_argument for batchnorm_stats worker with more than one micro-batch.
+void check_batchnorm_stats(const ParallelSpec& p, const AccumulationSpec& a, std::string_view variant);
 
 // A contiguous run of the flat parameter buffer (one parameter tensor).
 struct ParamRange {
@@ -65,5 +76,6 @@ std::vector<std::vector<ParamRange>> ddp_buckets(const std::vector<ParamRange>& 
 
 std::string_view to_string(BufferRounding);
 std::string_view to_string(LossNormalization);
+std::string_view to_string(BatchNormStats);
 
 }  // namespace precsim
