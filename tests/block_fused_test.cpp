@@ -19,6 +19,7 @@
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
+#include "precsim/formats/rounding.h"
 
 namespace precsim {
 namespace {
@@ -313,6 +314,56 @@ TEST(BlockFused, PackedCodesAndScalesMatchScalar) {
       s.axis = axis;
       expect_packed_matches_reference(s, adversarial(s, 130, 260, seed++), 130, 260);
     }
+}
+
+// Every code's value, -0, NaN, Inf and values between codes, for a format of at most 8 bits.
+std::vector<float> every_value(const Format& f) {
+  std::vector<float> x = {-0.0f, NAN, INFINITY, -INFINITY};
+  for (uint64_t c = 0; c < (uint64_t{1} << f.bits()); ++c) {
+    const float v = static_cast<float>(decode(f, c));
+    x.push_back(v);
+    x.push_back(std::nextafter(v, 0.0f));  // rounds to v or to its neighbour
+    x.push_back(v * 1.0625f);              // between codes, or past the largest
+  }
+  return x;
+}
+
+TEST(BlockFused, PackedCodesOfEveryValueOfEveryByteFormatMatchScalar) {
+  // Plain schemes: the element pass sees each value as it is, so every code's value reaches the
+  // vectorised encoder.
+  int formats = 0;
+  for (const auto& preset : format_presets()) {
+    if (preset.format.bits() > 8) continue;
+    ++formats;
+    const std::vector<float> x = every_value(preset.format);
+    for (const Rounding r : {Rounding::kNearestEven, Rounding::kTowardZero, Rounding::kStochastic}) {
+      BlockScaling s = parse_block_scaling(preset.format.name);
+      s.element_options.rounding = r;
+      expect_packed_matches_reference(s, x, 1, x.size());
+    }
+  }
+  EXPECT_EQ(formats, 13);
+}
+
+TEST(BlockFused, MxPackedCodesOfEveryElementValueMatchScalarAndDecodeExactly) {
+  // Blocks of 32 led by the largest element value: under floor the scale is 1, so the other 31
+  // values (every code in turn) are encoded as they are and decode back exactly.
+  for (const char* name : kMxElements) {
+    const BlockScaling s = parse_block_scaling(name);
+    const Format& f = s.element;
+    const float unit = std::ldexp(1.0f, s.element_exp());  // MXINT8 counts in 2^-6
+    std::vector<float> values;
+    for (uint64_t c = 0; c < (uint64_t{1} << f.bits()); ++c)
+      if (f.is_canonical(c) && std::isfinite(decode(f, c))) values.push_back(static_cast<float>(decode(f, c)) * unit);
+    const size_t rows = (values.size() + 30) / 31;
+    std::vector<float> x(rows * 32, 0.0f);
+    for (size_t r = 0; r < rows; ++r) x[r * 32] = static_cast<float>(s.max_elem());  // in scaled units
+    for (size_t i = 0; i < values.size(); ++i) x[(i / 31) * 32 + 1 + i % 31] = values[i];
+    expect_packed_matches_reference(s, x, rows, 32);
+    std::vector<float> back(x.size());
+    block_dequantize(s, block_quantize(s, x, rows, 32), back);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits_of(back[i]), bits_of(x[i])) << name << " element " << i;
+  }
 }
 
 TEST(BlockFused, FixedEncodeScaleEqualsTheScaleDerivedFromAmax) {

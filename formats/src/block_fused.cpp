@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "block_kernel.h"
@@ -213,13 +212,15 @@ BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
   return st;
 }
 
-// The fused pass over the whole array into out (decoded, or rounded values when !decode).
+// The fused pass over the whole array into out (decoded values) or codes.
+// codes (with rare): BlockTileIo's, out null.
 void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size_t rows, size_t cols,
-               BlockStats* stats, uint64_t index_base, double tensor_amax, bool decode) {
+               BlockStats* stats, uint64_t index_base, double tensor_amax, uint8_t* codes = nullptr,
+               std::vector<size_t>* rare = nullptr) {
   f.k.plan = &f.plan;  // the optional moved: point into its own copy
   f.k.scale_plan = &f.scale_plan;
   f.k.index_base = index_base;
-  f.k.decode = decode;
+  f.k.decode = codes == nullptr;
   if (stats && (s.is_plain() || s.rule == ScaleRule::kAmax)) f.nonfinite_amax.assign(f.amax.size(), 0.0f);
   const size_t n = rows * cols;
   const bool big = n >= (size_t{1} << 15);
@@ -262,9 +263,10 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   {
     std::vector<float> buf(buf_size);
     BlockPassCounts c;
+    std::vector<size_t> rare_here;
     BlockTileIo io;
     io.in = in, io.out = out, io.amax = f.amax.data(), io.enc = f.enc.data(), io.dec = f.dec.data();
-    io.buf = buf.data(), io.counts = stats ? &c : nullptr;
+    io.buf = buf.data(), io.counts = stats ? &c : nullptr, io.codes = codes, io.rare = &rare_here;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < static_cast<int64_t>(tiles.size()); ++i) {
       const Tile& t = tiles[i];
@@ -284,6 +286,10 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
       block_tile_quantize(f.k, io, t.r0, t.r1, t.c0, t.c1);
     }
     sat += c.saturated, fl += c.flushed, nf += c.nonfinite;
+    if (rare && !rare_here.empty()) {
+#pragma omp critical
+      rare->insert(rare->end(), rare_here.begin(), rare_here.end());
+    }
   }
   if (stats) {
     BlockStats st = fast_block_stats(s, f);
@@ -295,6 +301,50 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   }
 }
 
+// The kernel's StoreCodes for one finite value (its scalar twin), to check a plan.
+uint32_t code_of_value(const CodePlan& c, float v) {
+  const uint32_t u = std::bit_cast<uint32_t>(v), a = u & 0x7fffffffu;
+  const bool neg = (u >> 31) != 0;
+  uint32_t code = 0;
+  if (c.is_int) {
+    code = static_cast<uint32_t>(static_cast<int32_t>(v));
+  } else {
+    code = a < c.normal_below ? static_cast<uint32_t>(std::bit_cast<float>(a) * c.sub_scale)
+                              : (static_cast<uint32_t>(static_cast<int32_t>(a >> 23) + c.rebias) << c.man_bits) |
+                                    ((a & 0x7fffffu) >> (23 - c.man_bits));
+    if (neg && (a != 0 || c.negative_zero)) code |= c.sign_bit;
+  }
+  return code & c.mask;
+}
+
+// The code plan of a format of at most 8 bits, if it gives encode()'s code for every finite value
+// of the format (and -0); nullopt otherwise (the scalar path runs).
+std::optional<CodePlan> make_code_plan(const Format& fmt, const QuantOptions& o) {
+  if (fmt.bits() > 8) return std::nullopt;
+  CodePlan c;
+  c.is_int = fmt.kind == FormatKind::kInt;
+  c.man_bits = fmt.man_bits;
+  c.rebias = fmt.bias - 127;
+  c.mask = (1u << fmt.bits()) - 1;
+  c.sign_bit = static_cast<uint32_t>(fmt.sign_mask());
+  c.negative_zero = fmt.has_negative_zero();
+  if (!c.is_int && fmt.has_zero) {
+    const int emin = fmt.emin();
+    if (emin < -126 || fmt.man_bits > 23) return std::nullopt;
+    c.normal_below = std::bit_cast<uint32_t>(std::ldexp(1.0f, emin));
+    c.sub_scale = std::ldexp(1.0f, fmt.man_bits - emin);
+  }
+  std::vector<double> values = {-0.0};
+  for (uint64_t k = 0; k <= c.mask; ++k)
+    if (fmt.is_canonical(k)) values.push_back(decode(fmt, k));
+  for (const double v : values) {
+    if (!std::isfinite(v) || (v < 0 && !fmt.is_signed)) continue;
+    const float f = static_cast<float>(v);
+    if (static_cast<double>(f) != v || code_of_value(c, f) != encode(fmt, v, o).code) return std::nullopt;
+  }
+  return c;
+}
+
 // Scales in block order as BlockPlan::pack_scales writes them.
 void pack_fast_scales(const BlockScaling& s, const Fast& f, BlockPacked& out) {
   const size_t nbr = f.g.nbr, nbc = f.g.nbc;
@@ -303,13 +353,14 @@ void pack_fast_scales(const BlockScaling& s, const Fast& f, BlockPacked& out) {
   const size_t width = s.scale_format == ScaleFormat::kFp32 || s.scale_format == ScaleFormat::kPow2Fp32 ? 4 : 1;
   out.scales.assign(nbr * nbc * width, 0);
   const Format e4m3 = format_by_name("float8_e4m3fn");
+  const int element_exp = s.element_exp();
   for (size_t rb = 0; rb < nbr; ++rb)
     for (size_t cb = 0; cb < nbc; ++cb) {
       const size_t i = rb * nbc + cb, idx = s.axis == 1 ? i : cb * nbr + rb;
       const bool nonfinite = f.amax[i] >= kInfBits;
       uint32_t code = std::bit_cast<uint32_t>(f.dec[i]);  // FP8 recipes: the FP32 decode scale
       if (s.scale_format == ScaleFormat::kE8M0)
-        code = nonfinite ? 0xff : static_cast<uint32_t>(std::ilogb(f.dec[i]) - s.element_exp() + 127);
+        code = nonfinite ? 0xff : static_cast<uint32_t>(std::ilogb(f.dec[i]) - element_exp + 127);
       if (s.scale_format == ScaleFormat::kE4M3)
         code = nonfinite ? 0x7f : static_cast<uint32_t>(encode(e4m3, f.dec[i]).code);
       std::memcpy(out.scales.data() + idx * width, &code, width);  // little-endian host
@@ -322,7 +373,7 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
   std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
   if (!made) return false;
-  run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax, true);
+  run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax);
   return true;
 }
 
@@ -330,35 +381,20 @@ bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size
                        double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out) {
   const Format& fmt = s.element;
   if (code_bytes(fmt) != 1) return false;
+  const std::optional<CodePlan> code = make_code_plan(fmt, s.element_options);
+  if (!code) return false;
   std::optional<Fast> made = make_fast(s, rows, cols, -1);
   if (!made) return false;
   Fast& f = *made;
-  const size_t n = rows * cols;
-  std::vector<float> q(n);
-  run_fused(s, f, in, q.data(), rows, cols, nullptr, index_base, tensor_amax, false);
-  // Every finite value of the format, as float bits, to its canonical code (encode's).
-  std::unordered_map<uint32_t, uint8_t> code_of;
-  for (uint64_t c = 0; c < (uint64_t{1} << fmt.bits()); ++c) {
-    const double v = decode(fmt, c);
-    if (std::isfinite(v)) code_of.emplace(std::bit_cast<uint32_t>(static_cast<float>(v)),
-                                          static_cast<uint8_t>(encode(fmt, v, s.element_options).code));
-  }
-  codes.assign(n, 0);
-#pragma omp parallel for schedule(static) if (n >= (size_t{1} << 15))
-  for (int64_t r = 0; r < static_cast<int64_t>(rows); ++r) {
-    const size_t rb = static_cast<size_t>(r) / f.g.br;
-    for (size_t c = 0; c < cols; ++c) {
-      const size_t i = static_cast<size_t>(r) * cols + c, b = rb * f.g.nbc + c / f.g.bc;
-      if (f.amax[b] >= kInfBits && s.rule != ScaleRule::kAmax && !s.is_plain()) continue;  // NaN block: 0
-      const auto it = code_of.find(std::bit_cast<uint32_t>(q[i]));
-      if (it != code_of.end()) {
-        codes[i] = it->second;
-      } else {  // NaN: the scalar encoder on the scaled input, as the reference
-        float scaled = in[i] * f.enc[b];
-        if (f.k.elem_factor != 1.0f) scaled = scaled * f.k.elem_factor;
-        codes[i] = static_cast<uint8_t>(encode(fmt, scaled, s.element_options, index_base + i).code);
-      }
-    }
+  f.k.code = &*code;
+  codes.resize(rows * cols);
+  std::vector<size_t> rare;
+  run_fused(s, f, in, nullptr, rows, cols, nullptr, index_base, tensor_amax, codes.data(), &rare);
+  for (const size_t i : rare) {  // NaN, Inf: the scalar encoder on the scaled input, as the reference
+    const size_t b = (i / cols / f.g.br) * f.g.nbc + (i % cols) / f.g.bc;
+    float scaled = in[i] * f.enc[b];
+    if (f.k.elem_factor != 1.0f) scaled = scaled * f.k.elem_factor;
+    codes[i] = static_cast<uint8_t>(encode(fmt, scaled, s.element_options, index_base + i).code);
   }
   out.tensor_scale = f.k.tensor_dec;
   if (!s.is_plain()) pack_fast_scales(s, f, out);

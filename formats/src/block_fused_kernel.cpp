@@ -34,7 +34,7 @@ template <class D>
 HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
   if (count == hn::Lanes(d)) return hn::LoadU(d, p);
   HWY_ALIGN float b[hn::MaxLanes(d)] = {};
-  std::copy_n(p, count, b);
+  std::copy_n(p, std::min(count, hn::MaxLanes(d)), b);  // the min: GCC's bounds warning on one lane
   return hn::Load(d, b);
 }
 
@@ -162,7 +162,7 @@ HWY_INLINE void StorePart(D d, hn::Vec<D> v, size_t n, T* out) {
   if (n == hn::Lanes(d)) return hn::StoreU(v, d, out);
   HWY_ALIGN T b[hn::MaxLanes(d)];
   hn::Store(v, d, b);
-  std::copy_n(b, n, out);
+  std::copy_n(b, std::min(n, hn::MaxLanes(d)), out);
 }
 
 HWY_NOINLINE void Scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
@@ -228,15 +228,58 @@ HWY_INLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t a
   StorePart(df, dv, blocks, d);
 }
 
+// The codes of n rounded values q (CodePlan) to out, one byte each; dec is their blocks' decode
+// scale, NaN in NaN blocks, whose codes are 0. Lanes left to the scalar encoder (NaN, Inf,
+// signed values of unsigned formats) append their flat index (flat0 + lane) to rare.
+template <class VF>
+HWY_INLINE void StoreCodes(const CodePlan& c, VF q, VF dec, size_t n, uint8_t* out, size_t flat0,
+                           std::vector<size_t>& rare) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::RebindToFloat<decltype(di)> df;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  const auto u = hn::BitCast(di, q);
+  const auto a = hn::And(u, hn::Set(di, static_cast<int32_t>(kAbsMask)));
+  const auto neg = hn::Lt(u, hn::Zero(di));
+  auto special = hn::Gt(a, hn::Set(di, 0x7f7fffff));
+  hn::Vec<decltype(di)> code;
+  if (c.is_int) {
+    code = hn::ConvertTo(di, q);
+  } else {
+    const auto normal = hn::Or(hn::ShiftLeftSame(hn::Add(hn::ShiftRight<23>(a), hn::Set(di, c.rebias)), c.man_bits),
+                               hn::ShiftRightSame(hn::And(a, hn::Set(di, 0x7fffff)), 23 - c.man_bits));
+    const auto sub = hn::ConvertTo(di, hn::Mul(hn::BitCast(df, a), hn::Set(df, c.sub_scale)));
+    code = hn::IfThenElse(hn::Lt(a, hn::Set(di, static_cast<int32_t>(c.normal_below))), sub, normal);
+    if (c.sign_bit) {
+      const auto signed_lane = c.negative_zero ? neg : hn::AndNot(hn::Eq(a, hn::Zero(di)), neg);
+      code = hn::IfThenElse(signed_lane, hn::Or(code, hn::Set(di, static_cast<int32_t>(c.sign_bit))), code);
+    } else {
+      special = hn::Or(special, neg);
+    }
+  }
+  const auto nan_block = hn::RebindMask(di, hn::IsNaN(dec));
+  code = hn::IfThenZeroElse(nan_block, hn::And(code, hn::Set(di, static_cast<int32_t>(c.mask))));
+  special = hn::And(hn::AndNot(nan_block, special), hn::FirstN(di, n));
+  StorePart(d8, hn::DemoteTo(d8, code), n, out);
+  if (HWY_LIKELY(hn::AllFalse(di, special))) return;
+  HWY_ALIGN int32_t lanes[hn::MaxLanes(di)];
+  hn::Store(hn::VecFromMask(di, special), di, lanes);
+  for (size_t j = 0; j < n; ++j)
+    if (lanes[j]) rare.push_back(flat0 + j);
+}
+
 // One row of a tile, columns c0 .. c0 + w: x * enc (* elem_factor) rounded in registers by the
 // quantize kernel's rounding and decoded with dec, straight into out. kPerBlock: e and d are the
 // scales of the row's blocks, 2^shift columns each, and no vector straddles two blocks (and with
 // am, the maxima and scales of each group of lanes blocks are made here, as the group is
 // reached); otherwise they hold a scale per column. ahead: see BlockTileIo.
 template <bool kPerBlock>
-HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, float* e, float* d, uint32_t* am, float* o,
-                            size_t c0, size_t w, int shift, uint64_t index, bool count, BlockPassCounts& k,
-                            ptrdiff_t ahead) {
+HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const BlockTileIo& io, size_t flat, float* e, float* d,
+                            uint32_t* am, size_t c0, size_t w, int shift, uint64_t index, BlockPassCounts& k) {
+  const float* x = io.in + flat;
+  float* o = io.out ? io.out + flat : nullptr;
+  uint8_t* oc = io.codes ? io.codes + flat : nullptr;
+  const bool count = io.counts != nullptr;
+  const ptrdiff_t ahead = io.ahead;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;  // magnitudes fit in 31 bits
   const size_t N = hn::Lanes(df);
@@ -264,10 +307,14 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const float* x, float* e
     if (count) k.saturated += hn::CountTrue(df, hn::Gt(hn::Abs(v), lim));
     return v;
   };
+  auto dec_at = [&](size_t i, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    return kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n);
+  };
   auto sink = [&](size_t i, hn::Vec<decltype(df)> q, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    if (oc) return StoreCodes(*p.code, q, dec_at(i, n), n, oc + off + i, flat + off + i, *io.rare);
     auto v = q;
     if (p.decode) {
-      v = hn::Mul(q, kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n));
+      v = hn::Mul(q, dec_at(i, n));
       if (nv) v = hn::Mul(v, td);
     }
     if (count) {  // x is read before out, which may alias it, is written
@@ -323,12 +370,11 @@ HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io
   }
   for (size_t r = r0; r < r1; ++r) {
     const size_t rb = r / p.br;
-    const float* x = io.in + r * p.cols + c0;
-    float* o = io.out + r * p.cols + c0;
-    const uint64_t index = p.index_base + r * p.cols + c0;
+    const size_t flat = r * p.cols + c0;
+    const uint64_t index = p.index_base + flat;
     if (per_block) {
-      QuantizeRow<true>(p, x, io.enc + rb * p.nbc, io.dec + rb * p.nbc, group ? io.amax + rb * p.nbc : nullptr, o,
-                        c0, w, shift, index, io.counts != nullptr, k, io.ahead);
+      QuantizeRow<true>(p, io, flat, io.enc + rb * p.nbc, io.dec + rb * p.nbc, group ? io.amax + rb * p.nbc : nullptr,
+                        c0, w, shift, index, k);
       continue;
     }
     float* e = io.enc + rb * p.nbc + c0;  // a block per column: the scales are per column already
@@ -343,7 +389,7 @@ HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io
       }
       e = e_col, d = d_col;
     }
-    QuantizeRow<false>(p, x, e, d, nullptr, o, c0, w, 0, index, io.counts != nullptr, k, io.ahead);
+    QuantizeRow<false>(p, io, flat, e, d, nullptr, c0, w, 0, index, k);
   }
   if (io.counts) {
     io.counts->saturated += k.saturated;

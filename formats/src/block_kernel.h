@@ -22,6 +22,22 @@
 
 namespace precsim {
 
+// Codes of the element pass's rounded values (element formats of at most 8 bits) from their float
+// bits: floats take the exponent rebiased and the top mantissa bits, or below the smallest normal
+// value the value in units of the smallest subnormal; integers their two's complement. NaN, Inf
+// and signed values of unsigned formats are left to the scalar encoder (block_fused.cpp checks
+// the plan against it on every finite value of the format before using it).
+struct CodePlan {
+  bool is_int = false;
+  int man_bits = 0;
+  int32_t rebias = 0;          // code exponent field minus float exponent field
+  uint32_t normal_below = 0;   // float bits of the smallest normal value (0: all normal)
+  float sub_scale = 1;         // 2^(man_bits - emin): a subnormal value to its mantissa field
+  uint32_t sign_bit = 0;       // 0: an unsigned format
+  bool negative_zero = false;  // -0 has a code of its own
+  uint32_t mask = 0xff;        // the code's bits
+};
+
 struct BlockKernelParams {
   size_t rows = 0, cols = 0;
   size_t br = 1, bc = 1, nbc = 1;  // block geometry (as BlockGeometry)
@@ -46,6 +62,7 @@ struct BlockKernelParams {
   // each group of blocks just before it rounds them, so the tile is read once (block_fused.cpp
   // leaves amax, enc and dec of such tiles to block_tile_quantize).
   bool inline_scales = false;
+  const CodePlan* code = nullptr;  // with BlockTileIo::codes
 };
 
 // Counts of the element pass (BlockStats order): |scaled| above the largest element, finite
@@ -73,6 +90,11 @@ struct BlockTileIo {
   // Elements from the start of this tile to the start of the next, whose input is prefetched
   // while this one is rounded (0: none).
   ptrdiff_t ahead = 0;
+  // Codes instead of values (p.decode false, out null): one byte per element, row-major. Elements
+  // the plan leaves to the scalar encoder get their flat index appended to rare (their byte is
+  // written later); elements of NaN blocks (MX, NVFP4) get code 0.
+  uint8_t* codes = nullptr;
+  std::vector<size_t>* rare = nullptr;
 };
 
 // Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of io.in into io.out.
@@ -83,10 +105,10 @@ void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size
 bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale);
 
-// The fast block_quantize for element formats of at most 8 bits: the element pass without decoding
-// gives each element's rounded value, whose code comes from a table of the format's values; the
-// rare values not in it (NaN) go through encode(). codes are row-major, one byte each, zero in
-// NaN blocks; out gets the scales and the tensor scale. False where the fast path does not apply.
+// The fast block_quantize for element formats of at most 8 bits: the element pass turns each
+// rounded value into its code in registers (CodePlan); the rare values it leaves (NaN, Inf) go
+// through encode(). codes are row-major, one byte each, zero in NaN blocks; out gets the scales
+// and the tensor scale. False where the fast path does not apply.
 bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size_t cols, uint64_t index_base,
                        double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out);
 

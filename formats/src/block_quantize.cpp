@@ -188,6 +188,22 @@ void fake_quantize_with_scale(const BlockScaling& s, float encode_scale, std::sp
 
 namespace {
 
+// Two codes a byte, low nibble first (as pack_nibbles), eight codes at a time on a little-endian
+// host: each even byte takes its odd neighbour's nibble, then the even bytes close up.
+void pack_nibble_row(const uint8_t* codes, size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, codes + i, 8);
+    x &= 0x0f0f0f0f0f0f0f0full;
+    x = (x | (x >> 4)) & 0x00ff00ff00ff00ffull;
+    x = (x | (x >> 8)) & 0x0000ffff0000ffffull;
+    const uint32_t y = static_cast<uint32_t>(x | (x >> 16));
+    std::memcpy(out + i / 2, &y, 4);
+  }
+  for (; i < n; i += 2) out[i / 2] = static_cast<uint8_t>((codes[i] & 0xf) | (i + 1 < n ? (codes[i + 1] & 0xf) << 4 : 0));
+}
+
 // Row-major codes (code_bytes each) into the stored layout: rows along the block axis, FP4 two per
 // byte.
 void store_codes(const BlockScaling& s, std::vector<uint8_t>&& codes, BlockPacked& out) {
@@ -195,18 +211,20 @@ void store_codes(const BlockScaling& s, std::vector<uint8_t>&& codes, BlockPacke
   const size_t w = code_bytes(f), rows = out.rows, cols = out.cols;
   // Stored layout: rows along the block axis.
   const size_t srows = s.axis == 1 ? rows : cols, scols = s.axis == 1 ? cols : rows;
-  std::vector<uint8_t> stored(codes.size());
-  if (s.axis == 1) stored = std::move(codes);
-  else
+  std::vector<uint8_t> stored;
+  if (s.axis == 1) {
+    stored = std::move(codes);
+  } else {
+    stored.resize(codes.size());
     for (size_t r = 0; r < rows; ++r)
       for (size_t c = 0; c < cols; ++c)
         std::copy_n(codes.data() + (r * cols + c) * w, w, stored.data() + (c * rows + r) * w);
+  }
   if (f.bits() <= 4) {
     out.code_row_bytes = (scols + 1) / 2;
     out.codes.resize(srows * out.code_row_bytes);
     for (size_t r = 0; r < srows; ++r)
-      pack_nibbles(std::span<const uint8_t>(stored.data() + r * scols, scols),
-                   std::span<uint8_t>(out.codes.data() + r * out.code_row_bytes, out.code_row_bytes));
+      pack_nibble_row(stored.data() + r * scols, scols, out.codes.data() + r * out.code_row_bytes);
   } else {
     out.code_row_bytes = scols * w;
     out.codes = std::move(stored);
