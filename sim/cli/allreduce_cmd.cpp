@@ -59,6 +59,8 @@ void run(const Args& a) {
                 {"distribution", {{"name", "normal"}, {"mean", a.mean}, {"std", a.stddev}}}};
   r.seeds() = {{"data", a.seed}};
   nlohmann::json rows = nlohmann::json::array();
+  // Ctrl-C stops after the configuration in progress; the report holds the rows that finished.
+  const InterruptGuard guard;
   if (!a.out.json)
     std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13} {:>13} {:>12} {}\n", "workers", "format",
                              "algorithm", "average", "rel_err_norm", "rel_err_max", "mean_bias", "ranks_identical");
@@ -100,11 +102,15 @@ void run(const Args& a) {
           std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13.4e} {:>13.4e} {:>12.3e} {}\n", w, f.name,
                                    to_string(al), to_string(avg), rel_norm, maxrel, nb ? bias / nb : 0.0,
                                    res.ranks_identical ? "yes" : "NO");
+        if (guard.requested()) break;
       }
+      if (guard.requested()) break;
     }
+    if (guard.requested()) break;
   }
   r.results()["runs"] = rows;
-  finish_report(r, a.out);
+  finish_report(r, a.out, guard, fmt::format("{} of {} configurations", rows.size(),
+                                             workers.size() * formats.size() * algos.size()));
 }
 
 const Registrar reg(60, [](CLI::App& app) {

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "cli_common.h"
 #include "cli_parse.h"
@@ -229,6 +230,7 @@ void run(const Args& a) {
   rep.seeds() = {{"seed", a.quant.seed}};
   nlohmann::json results = nlohmann::json::array();
   std::vector<Row> rows;
+  std::optional<InterruptGuard> guard;  // only a .safetensors input has several units of work
 
   if (!a.dist.empty()) {
     const Distribution d = or_usage_error("--dist", [&] {
@@ -284,6 +286,8 @@ void run(const Args& a) {
     nlohmann::json names = nlohmann::json::array();
     for (const auto* t : chosen) names.push_back(t->name);
     rep.config()["input"] = {{"file", a.input}, {"tensors", names}};
+    // Ctrl-C stops after the tensor in progress; the report holds the tensors that finished.
+    guard.emplace();
     for (size_t i = 0; i < chosen.size(); ++i) {
       const auto& st = *chosen[i];
       std::cerr << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype,
@@ -291,6 +295,7 @@ void run(const Args& a) {
       Tensor t{st.name, st.dtype, st.shape, {}};
       t.values = or_usage_error("--input", [&] { return file->read_f32(st); });
       results.push_back(analyze_tensor(t, schemes, static_cast<uint32_t>(i), rows));
+      if (guard->requested()) break;
     }
   }
   rep.results()["tensors"] = results;
@@ -315,7 +320,11 @@ void run(const Args& a) {
                                100 * r.saturated, r.bits);
     }
   }
-  finish_report(rep, a.out);
+  if (guard) {
+    finish_report(rep, a.out, *guard, fmt::format("{} of {} tensors", results.size(), rep.config()["input"]["tensors"].size()));
+  } else {
+    finish_report(rep, a.out);
+  }
 }
 
 const Registrar reg(40, [](CLI::App& app) {

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "precsim/reports/interrupt.h"
 #include "precsim/reports/report.h"
 
 namespace precsim::cli {
@@ -42,6 +43,10 @@ void add_output_options(CLI::App* cmd, OutputOptions& o);
 void check_output(const OutputOptions& o);
 // Stamps the command line on a report and applies the --out/--json rule.
 void finish_report(Report& r, const OutputOptions& o);
+// The same for a run that polled `guard` after each unit of work (so at least one unit finished):
+// after SIGINT/SIGTERM the report is marked "interrupted", written, and Interrupted is thrown
+// naming what finished (`done`, e.g. "3 of 12 tensors").
+void finish_report(Report& r, const OutputOptions& o, const InterruptGuard& guard, const std::string& done);
 
 // The process's argv, for reports.
 int argc();

@@ -160,6 +160,9 @@ void run(const Args& args) {
                 {"epilogue", {{"alpha", 1.0}, {"beta", 0.0}}}};
   r.seeds() = {{"operands", args.seed}, {"sample", args.seed}};
   nlohmann::json sweep = nlohmann::json::array();
+  // Ctrl-C stops after the model in progress; the report holds every (K, model) that finished.
+  const InterruptGuard guard;
+  size_t finished = 0;
   if (!args.out.json)
     std::cout << fmt::format("{:>7} {:<22} {:>11} {:>11} {:>11} {:>9} {:>9}\n", "K", "model", "max rel", "mean rel",
                              "normwise", "max ulp", "mean ulp");
@@ -211,13 +214,16 @@ void run(const Args& args) {
       if (!args.out.json)
         std::cout << fmt::format("{:>7} {:<22} {:>11.4e} {:>11.4e} {:>11.4e} {:>9} {:>9.3f}\n", k, mo.name, e.max_rel,
                                  e.mean_rel, e.normwise, e.max_ulp, e.mean_ulp);
+      ++finished;
+      if (guard.requested()) break;
     }
     sweep.push_back({{"k", k},
                      {"operand_stats", {{"a", quant_stats_to_json(qa)}, {"b", quant_stats_to_json(qb)}}},
                      {"models", per_model}});
+    if (guard.requested()) break;
   }
   r.results()["sweep"] = sweep;
-  finish_report(r, args.out);
+  finish_report(r, args.out, guard, fmt::format("{} of {} (K, model) products", finished, ks.size() * models.size()));
 }
 
 const Registrar reg(41, [](CLI::App& app) {

@@ -49,6 +49,15 @@ void finish_report(Report& r, const OutputOptions& o) {
   emit_report(r, o);
 }
 
+void finish_report(Report& r, const OutputOptions& o, const InterruptGuard& guard, const std::string& done) {
+  if (guard.requested()) r.set_status("interrupted");
+  finish_report(r, o);
+  if (guard.requested())
+    throw Interrupted("interrupted by signal " + std::to_string(guard.signal()) + " after " + done +
+                          "; the report holds what finished",
+                      guard.exit_code());
+}
+
 }  // namespace precsim::cli
 
 int main(int argc, char** argv) {
