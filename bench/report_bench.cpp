@@ -1,39 +1,59 @@
-// `precsim report summary` and `report check` on a ~100 MB train-like report (8 variants x 8
-// series x 64k points, written with dump(2) as emit_report does). The file is left at
-// $TMPDIR/precsim_report_bench.json so the CLI can be measured on it too (/usr/bin/time -v).
+// `precsim report summary` and `report check` on a ~100 MB train report in the current layout: a
+// real run of `precsim train` (8 recipes, shadow steps and series logged at every step), whose
+// per-step series are then tiled to kSteps points as if the run had lasted that long, written with
+// dump(2) as emit_report does. The file is left at $TMPDIR/precsim_report_bench.json so the CLI
+// can be measured on it too (/usr/bin/time -v precsim report check --baseline F F).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <filesystem>
-#include <random>
+#include <iostream>
 
 #include "precsim/reports/check.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/report.h"
-#include "precsim/reports/series.h"
 #include "precsim/reports/summary.h"
+#include "precsim/sim/runner.h"
 
 namespace precsim {
 namespace {
 
+constexpr int64_t kRealSteps = 100;   // steps actually trained
+constexpr int64_t kSteps = 25000;     // points per series after tiling: about 99 MB in all
+
+// Every array of a per-step series object ("series", "local") repeated to kSteps points; "step"
+// counts on, so the series reads as one long run logged at every step.
+void tile_series(nlohmann::json& series) {
+  for (auto& [key, values] : series.items()) {
+    const nlohmann::json one = values;
+    values = nlohmann::json::array();
+    for (int64_t i = 0; i < kSteps; ++i) values.push_back(key == "step" ? nlohmann::json(i) : one[i % one.size()]);
+  }
+}
+
 const std::filesystem::path& big_report() {
   static const std::filesystem::path path = [] {
     const auto p = std::filesystem::temp_directory_path() / "precsim_report_bench.json";
-    constexpr int64_t kSteps = 26000;
+    std::cerr << "report_bench: training " << kRealSteps << " steps, then writing " << p << "\n";
+    TrainConfig c = train_config_from_json(nlohmann::json::parse(R"({
+      "batch": 16, "seed": 3, "log_every": 1, "shadow_every": 1,
+      "data": {"kind": "gaussian-mixture", "features": 8, "classes": 3, "train_size": 256, "heldout_size": 64},
+      "model": {"hidden": [16]}, "optimizer": {"kind": "adamw", "lr": 0.01},
+      "recipes": ["fp32", "bf16-amp", "fp16-amp", "fp16-noscale", "bf16-pure", "bf16-pure-sr", "fp8-current", "mxfp8"]})"));
+    c.steps = kRealSteps;
     Report r("train");
-    r.config() = {{"steps", kSteps}, {"recipes", 8}};
-    r.seeds() = {{"data", 1}};
-    std::mt19937_64 gen(1);
-    std::normal_distribution<double> nd;
-    nlohmann::json variants = nlohmann::json::array();
-    for (int v = 0; v < 8; ++v) {
-      SeriesLog log({.log_every = 1}, kSteps);
-      for (int64_t s = 0; s < kSteps; ++s)
-        for (const char* name : {"loss", "loss_gap", "local_error", "drift", "grad_norm", "underflow", "loss_scale", "lr"})
-          log.record(name, s, nd(gen));
-      variants.push_back({{"recipe", std::string("r").append(std::to_string(v))}, {"series", log.to_json()}});
+    r.results() = run_training(c);
+    c.steps = kSteps;
+    r.config() = train_config_to_json(c);
+    r.seeds() = {{"seed", c.seed}, {"seeds", {c.seed}}};
+    for (auto& run : r.results()["runs"]) {
+      tile_series(run["reference"]["series"]);
+      for (auto& v : run["variants"]) {
+        tile_series(v["series"]);
+        tile_series(v["local"]);
+      }
+      if (run.contains("steps_completed")) run["steps_completed"] = kSteps;
     }
-    r.results()["variants"] = std::move(variants);
     write_file_atomic(p, r.document(true).dump(2) + "\n");
     return p;
   }();
