@@ -1,20 +1,53 @@
 #!/usr/bin/env bash
-# Fuzzes the report reader with libFuzzer (clang, ASan + UBSan). Optional: the default test run
-# replays tests/fuzz/corpus/ instead (tests/report_fuzz_test.cpp).
-#   scripts/fuzz.sh [SECONDS]      default 60; new inputs that raise coverage go to build-fuzz/corpus
+# Fuzzes the report reader and the tensor-file readers (.npy, .safetensors) with libFuzzer under
+# clang's ASan + UBSan. Optional: the default test run replays the corpora instead
+# (tests/report_fuzz_test.cpp, tests/tensor_fuzz_test.cpp).
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   default 60 s for each of report_reader_fuzz, tensor_file_fuzz
+# The build is CMake (build-fuzz/, -DPRECSIM_FUZZ=ON): only the fuzz targets and the libraries they
+# need, in parallel. Inputs that raise coverage go to build-fuzz/corpus/<target>/; a crashing input
+# is written to build-fuzz/crash-* and the script exits non-zero. Copy what is worth keeping into
+# tests/fuzz/corpus/ (report reader) or tests/fuzz/tensor_corpus/ (tensor files).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
+shift || true
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(report_reader_fuzz tensor_file_fuzz)
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
+  echo "fuzz.sh: SECONDS must be a positive integer, got '$seconds'" >&2
+  exit 2
+fi
+for t in "${targets[@]}"; do
+  case "$t" in
+    report_reader_fuzz|tensor_file_fuzz) ;;
+    *) echo "fuzz.sh: unknown target '$t'; allowed: report_reader_fuzz, tensor_file_fuzz" >&2; exit 2 ;;
+  esac
+done
+
+# libFuzzer ships with clang's runtime libraries (Debian: libclang-rt-<version>-dev).
+fuzzer_lib() { find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer-x86_64.a' 2>/dev/null | head -n1; }
+if ! command -v clang++ >/dev/null || [[ -z "$(fuzzer_lib)" ]]; then
+  echo "fuzz.sh: installing clang and libFuzzer (clang, libclang-rt-dev)" >&2
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq clang libclang-rt-dev libomp-dev
+fi
+
 out="$here/build-fuzz"
-mkdir -p "$out/generated" "$out/corpus"
-cat > "$out/generated/precsim_commit.h" <<H
-#pragma once
-#define PRECSIM_GIT_COMMIT "fuzz"
-H
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -ffp-contract=off -fopenmp
-       -I"$here/formats/include" -I"$here/reports/include" -I"$out/generated"
-       -DPRECSIM_VERSION='"fuzz"' -DPRECSIM_BUILD_TYPE='"fuzz"')
-clang++ "${flags[@]}" "$here/tests/fuzz/report_reader_fuzz.cpp" "$here"/reports/src/*.cpp "$here"/formats/src/*.cpp \
-  -o "$out/report_reader_fuzz" -lhwy -lfmt -lcrypto
-cp -n "$here"/tests/fuzz/corpus/* "$out/corpus/" 2>/dev/null || true
-"$out/report_reader_fuzz" -max_total_time="$seconds" -max_len=65536 "$out/corpus"
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+cmake -S "$here" -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DPRECSIM_FUZZ=ON -DPRECSIM_CUDA=OFF -DPRECSIM_BUILD_TESTS=OFF -DPRECSIM_BUILD_BENCH=OFF \
+  "${launcher[@]}" >/dev/null
+cmake --build "$out" -j "$(nproc)" --target "${targets[@]}"
+
+for t in "${targets[@]}"; do
+  seeds="$here/tests/fuzz/corpus"
+  [[ "$t" == report_reader_fuzz ]] || seeds="$here/tests/fuzz/tensor_corpus"
+  mkdir -p "$out/corpus/$t"
+  echo "fuzz.sh: $t for ${seconds}s (seeds: ${seeds#"$here"/})" >&2
+  # -rss_limit_mb and -malloc_limit_mb make an input that asks for a huge allocation a finding.
+  (cd "$out" && "./$t" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+     -print_final_stats=1 "$out/corpus/$t" "$seeds")
+done

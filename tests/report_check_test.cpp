@@ -215,6 +215,8 @@ TEST(Reader, ClearErrorsForBadFiles) {
   EXPECT_NE(err(good.substr(0, good.size() / 2)).find("truncated JSON"), std::string::npos);
   EXPECT_NE(err("not json").find("not JSON"), std::string::npos);
   EXPECT_NE(err("").find("empty"), std::string::npos);
+  // Found by the fuzzer: nlohmann throws out_of_range, not parse_error, for a number beyond double.
+  EXPECT_NE(err("{\"x\": 1e999}").find("number overflow parsing '1e999'"), std::string::npos);
   EXPECT_NE(err("[1, 2]").find("JSON array, not an object"), std::string::npos);
   EXPECT_NE(err("{\"a\": 1}").find("no \"schema\" field"), std::string::npos);
   json d = json::parse(good);
@@ -296,6 +298,18 @@ TEST(JsonPath, Patterns) {
   EXPECT_TRUE(is_numeric(json("0x1.8p-24")));
   EXPECT_FALSE(is_numeric(json("0x3a")));
   EXPECT_EQ(numeric_value(json("0x1.8p-24")), 0x1.8p-24);
+  // Found by the fuzzer: text that starts like a hex-float but does not parse as one is text.
+  EXPECT_FALSE(is_numeric(json("0x1.80000p8+1")));
+  EXPECT_THROW(numeric_value(json("0x1.80000p8+1")), std::invalid_argument);
+}
+
+TEST(Check, HexFloatLookalikeTextIsComparedAsText) {
+  json b = base_results();
+  b["final"]["value_hex"] = "0x1.80000p8+1";
+  EXPECT_TRUE(check_report(make(b), make(b), {}).passed());
+  json r = b;
+  r["final"]["value_hex"] = "0x1.80000p8+2";
+  EXPECT_EQ(failed_paths(check_report(make(b), make(r), {})), std::vector<std::string>{"results.final.value_hex"});
 }
 
 }  // namespace

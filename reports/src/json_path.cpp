@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "precsim/reports/report.h"
 
@@ -52,10 +53,19 @@ bool path_matches(std::string_view pattern, std::string_view path) {
 
 namespace {
 
+// A whole C99 hex-float ("0x1.8p-3"): text that only looks like one ("0x1.8p3+1") is text, so that
+// is_numeric and numeric_value agree on every string.
 bool is_hex_float_text(const std::string& s) {
   const size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
-  return s.size() > i + 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') &&
-         s.find_first_of("pP") != std::string::npos;
+  if (!(s.size() > i + 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') &&
+        s.find_first_of("pP") != std::string::npos))
+    return false;
+  try {
+    parse_real(s);
+    return true;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "precsim/reports/npy.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -57,17 +58,34 @@ NpyArray read_npy(const std::filesystem::path& path) {
   const std::string endian = m[1], kind = m[2], size = m[3];
   if (endian == ">") bad(path, "big-endian data is not supported");
   if (kind == "O") bad(path, "object arrays are not supported");
-  if (std::stoul(size) == 0 || std::stoul(size) > 16) bad(path, "unsupported item size " + size);
+  if (size.size() > 2 || std::stoul(size) == 0 || std::stoul(size) > 16) bad(path, "unsupported item size " + size);
   a.descr = (endian == "=" ? std::string("<") : endian) + kind + size;
   if (!std::regex_search(header, m, order_re)) bad(path, "header has no 'fortran_order'");
   a.fortran_order = m[1] == "True";
   if (!std::regex_search(header, m, shape_re)) bad(path, "header has no 'shape'");
   const std::string dims = m[1];
   static const std::regex num_re(R"(\d+)");
+  // The element count and the byte count must not wrap, and the file must hold the data, before
+  // anything is allocated: a header can promise any size.
+  size_t count = 1;
   for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num_re); it != std::sregex_iterator(); ++it) {
-    a.shape.push_back(static_cast<size_t>(std::stoull(it->str())));
+    const std::string d = it->str();
+    size_t v = 0;
+    const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), v);
+    if (ec != std::errc() || end != d.data() + d.size() || __builtin_mul_overflow(count, v, &count))
+      bad(path, "shape (" + dims + ") has more elements than memory can address");
+    a.shape.push_back(v);
   }
-  const size_t bytes = a.count() * a.item_size();
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, a.item_size(), &bytes))
+    bad(path, "shape (" + dims + ") of " + a.descr + " has more bytes than memory can address");
+  const std::streamoff data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const auto available = static_cast<uint64_t>(in.tellg() - data_start);
+  in.seekg(data_start);
+  if (bytes > available)
+    bad(path, "truncated data: the header promises " + std::to_string(bytes) + " bytes, the file holds " +
+                  std::to_string(available));
   a.data.resize(bytes);
   if (bytes && !in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(bytes)))
     bad(path, "truncated data: the header promises " + std::to_string(bytes) + " bytes");

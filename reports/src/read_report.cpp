@@ -66,6 +66,12 @@ nlohmann::json parse_report_text(std::string_view text, const std::string& sourc
     const std::string what = e.what();
     const size_t at = what.find("parse error");
     throw ReportError("'" + source + "': not JSON: " + (at == std::string::npos ? what : what.substr(at)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond double's range ("1e999"): nlohmann says "number overflow parsing '1e999'".
+    const std::string what = e.what();
+    const size_t at = what.find("number overflow");
+    throw ReportError("'" + source + "': not a precsim report: " + (at == std::string::npos ? what : what.substr(at)) +
+                      " (numbers must fit in a double; non-finite values are written \"inf\", \"-inf\", \"nan\")");
   }
 }
 
