@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds in build/ and runs the whole test suite.
 #   scripts/test.sh               default run (under 20 minutes on 2 cores)
-#   scripts/test.sh --sanitize    the same tests in an ASan+UBSan build (build-sanitize/)
+#   scripts/test.sh --sanitize    ASan+UBSan build (build-sanitize/) of the libraries, the CLI and a
+#                                 subset of the tests: every command through the CLI tests and the
+#                                 schema/interrupt/determinism scripts, the report, tensor-file and
+#                                 fuzz-corpus tests, and the core format units (see sanitize_tests)
+#   scripts/test.sh --sanitize-all  the same build with every test (several hours on 2 cores)
 #   scripts/test.sh --full        also the exhaustive 2^32 sweeps (PRECSIM_FULL_SWEEP=1; hours)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,13 +15,34 @@ build=build
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPRECSIM_CUDA_ARCHITECTURES=80)
 for arg in "$@"; do
   case "$arg" in
-    --sanitize) build=build-sanitize; cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRECSIM_SANITIZE=ON -DPRECSIM_BUILD_BENCH=OFF -DPRECSIM_CUDA=OFF) ;;
+    --sanitize|--sanitize-all)
+      build=build-sanitize
+      [[ "$arg" == --sanitize-all ]] || subset=1
+      cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRECSIM_SANITIZE=ON -DPRECSIM_BUILD_BENCH=OFF -DPRECSIM_CUDA=OFF) ;;
     --full) export PRECSIM_FULL_SWEEP=1 ;;
-    *) echo "test.sh: unknown option '$arg'; allowed: --sanitize, --full" >&2; exit 2 ;;
+    *) echo "test.sh: unknown option '$arg'; allowed: --sanitize, --sanitize-all, --full" >&2; exit 2 ;;
   esac
 done
+# The --sanitize subset: the whole CLI under the sanitizers (the Python tests run every command),
+# the code that reads untrusted files, and the format core everything else is built on.
+sanitize_tests=(
+  report_check_test report_cli_test report_series_test report_train_stream_test report_fuzz_test
+  tensor_fuzz_test safetensors_test analyze_test quantize_cli_test gemm_cli_test dot_cli_test
+  rounding_modes_test format_roundtrip_test block_scaling_test train_test
+)
+sanitize_scripts=(report_schema_test report_interrupt_test report_determinism_test)
 scripts/setup.sh
+if [[ "$build" == build-sanitize ]] && command -v ccache >/dev/null; then
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)"
 export PRECSIM_VENV_PYTHON="$here/build/venv/bin/python"
-ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
+if [[ -n "${subset:-}" ]]; then
+  cmake --build "$build" -j "$(nproc)" --target precsim precsim_gpu_fake "${sanitize_tests[@]}"
+  names=("${sanitize_tests[@]}" "${sanitize_scripts[@]}")
+  regex="^($(IFS='|'; echo "${names[*]}"))\$"
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure -R "$regex"
+else
+  cmake --build "$build" -j "$(nproc)"
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
+fi
