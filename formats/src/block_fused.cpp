@@ -58,6 +58,9 @@ std::vector<Tile> plain_tiles(size_t rows, size_t cols) {
   return t;
 }
 
+struct Fast;
+std::vector<Tile> pass_tiles(const Fast& f, size_t rows, size_t cols);
+
 struct Fast {
   BlockKernelParams k;
   BlockGeometry g;
@@ -184,6 +187,11 @@ void whole_array_maxima(const float* in, Fast& f) {
   }
 }
 
+// The tiles of the element pass: whole blocks, or any shape after a whole-array maxima pass.
+std::vector<Tile> pass_tiles(const Fast& f, size_t rows, size_t cols) {
+  return f.g.br * f.g.bc <= kMaxFusedBlock ? fused_tiles(f.g, rows, cols) : plain_tiles(rows, cols);
+}
+
 // The block statistics of block_plan.cpp's BlockPlan::block_stats, from the three arrays.
 BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
   BlockStats st;
@@ -213,10 +221,10 @@ BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
 }
 
 // The fused pass over the whole array into out (decoded values) or codes.
-// codes (with rare): BlockTileIo's, out null.
+// codes (with rare and code_row_bytes): BlockTileIo's, out null.
 void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size_t rows, size_t cols,
                BlockStats* stats, uint64_t index_base, double tensor_amax, uint8_t* codes = nullptr,
-               std::vector<size_t>* rare = nullptr) {
+               std::vector<size_t>* rare = nullptr, size_t code_row_bytes = 0) {
   f.k.plan = &f.plan;  // the optional moved: point into its own copy
   f.k.scale_plan = &f.scale_plan;
   f.k.index_base = index_base;
@@ -253,7 +261,7 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
     for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 1024)
       derive_scales(s, f, in, i, std::min(nb, static_cast<size_t>(i) + 1024));
   }
-  const std::vector<Tile> tiles = fused ? fused_tiles(f.g, rows, cols) : plain_tiles(rows, cols);
+  const std::vector<Tile> tiles = pass_tiles(f, rows, cols);
   // MX and NVFP4 blocks within a row: the kernel makes each group's maxima and scales as it goes.
   f.k.inline_scales = fused && f.g.br == 1 && (s.scale_format == ScaleFormat::kE8M0 || s.rule == ScaleRule::kNvfp4);
   size_t buf_size = 0;
@@ -267,6 +275,7 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
     BlockTileIo io;
     io.in = in, io.out = out, io.amax = f.amax.data(), io.enc = f.enc.data(), io.dec = f.dec.data();
     io.buf = buf.data(), io.counts = stats ? &c : nullptr, io.codes = codes, io.rare = &rare_here;
+    io.code_row_bytes = code_row_bytes;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < static_cast<int64_t>(tiles.size()); ++i) {
       const Tile& t = tiles[i];
@@ -387,14 +396,33 @@ bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size
   if (!made) return false;
   Fast& f = *made;
   f.k.code = &*code;
-  codes.resize(rows * cols);
+  // FP4 along rows packs in place where no two tiles share a byte.
+  const std::vector<Tile> tiles = pass_tiles(f, rows, cols);
+  const bool nibbles = s.axis == 1 && fmt.bits() <= 4 &&
+                       std::all_of(tiles.begin(), tiles.end(), [](const Tile& t) { return t.c0 % 2 == 0; });
+  uint8_t* dest = nullptr;
+  size_t row_bytes = 0;
+  if (nibbles) {
+    row_bytes = out.code_row_bytes = (cols + 1) / 2;
+    out.codes.assign(rows * row_bytes, 0);
+    dest = out.codes.data();
+  } else {
+    codes.resize(rows * cols);
+    dest = codes.data();
+  }
   std::vector<size_t> rare;
-  run_fused(s, f, in, nullptr, rows, cols, nullptr, index_base, tensor_amax, codes.data(), &rare);
+  run_fused(s, f, in, nullptr, rows, cols, nullptr, index_base, tensor_amax, dest, &rare, row_bytes);
   for (const size_t i : rare) {  // NaN, Inf: the scalar encoder on the scaled input, as the reference
-    const size_t b = (i / cols / f.g.br) * f.g.nbc + (i % cols) / f.g.bc;
+    const size_t r = i / cols, c = i % cols, b = (r / f.g.br) * f.g.nbc + c / f.g.bc;
     float scaled = in[i] * f.enc[b];
     if (f.k.elem_factor != 1.0f) scaled = scaled * f.k.elem_factor;
-    codes[i] = static_cast<uint8_t>(encode(fmt, scaled, s.element_options, index_base + i).code);
+    const auto code = static_cast<uint8_t>(encode(fmt, scaled, s.element_options, index_base + i).code);
+    if (!nibbles) {
+      codes[i] = code;
+      continue;
+    }
+    uint8_t& byte = out.codes[r * row_bytes + c / 2];
+    byte = c % 2 ? static_cast<uint8_t>((byte & 0x0f) | ((code & 0xf) << 4)) : static_cast<uint8_t>((byte & 0xf0) | (code & 0xf));
   }
   out.tensor_scale = f.k.tensor_dec;
   if (!s.is_plain()) pack_fast_scales(s, f, out);

@@ -232,8 +232,8 @@ HWY_INLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t a
 // scale, NaN in NaN blocks, whose codes are 0. Lanes left to the scalar encoder (NaN, Inf,
 // signed values of unsigned formats) append their flat index (flat0 + lane) to rare.
 template <class VF>
-HWY_INLINE void StoreCodes(const CodePlan& c, VF q, VF dec, size_t n, uint8_t* out, size_t flat0,
-                           std::vector<size_t>& rare) {
+HWY_INLINE void StoreCodes(const CodePlan& c, VF q, VF dec, size_t n, const BlockTileIo& io, size_t row,
+                           size_t col, size_t flat0) {
   const hn::ScalableTag<int32_t> di;
   const hn::RebindToFloat<decltype(di)> df;
   const hn::Rebind<uint8_t, decltype(di)> d8;
@@ -259,12 +259,21 @@ HWY_INLINE void StoreCodes(const CodePlan& c, VF q, VF dec, size_t n, uint8_t* o
   const auto nan_block = hn::RebindMask(di, hn::IsNaN(dec));
   code = hn::IfThenZeroElse(nan_block, hn::And(code, hn::Set(di, static_cast<int32_t>(c.mask))));
   special = hn::And(hn::AndNot(nan_block, special), hn::FirstN(di, n));
-  StorePart(d8, hn::DemoteTo(d8, code), n, out);
+  if (!io.code_row_bytes) {
+    StorePart(d8, hn::DemoteTo(d8, code), n, io.codes + flat0);
+  } else {  // a vector on an odd column first completes the byte its neighbour began
+    HWY_ALIGN uint8_t b[hn::MaxLanes(d8) < 16 ? 16 : hn::MaxLanes(d8)];  // whole words for pack_nibble_run
+    hn::Store(hn::DemoteTo(d8, code), d8, b);
+    uint8_t* o = io.codes + row * io.code_row_bytes + col / 2;
+    const size_t odd = col & 1;
+    if (odd) *o = static_cast<uint8_t>((*o & 0x0f) | (b[0] << 4));
+    pack_nibble_run(b + odd, n - odd, o + odd);
+  }
   if (HWY_LIKELY(hn::AllFalse(di, special))) return;
   HWY_ALIGN int32_t lanes[hn::MaxLanes(di)];
   hn::Store(hn::VecFromMask(di, special), di, lanes);
   for (size_t j = 0; j < n; ++j)
-    if (lanes[j]) rare.push_back(flat0 + j);
+    if (lanes[j]) io.rare->push_back(flat0 + j);
 }
 
 // One row of a tile, columns c0 .. c0 + w: x * enc (* elem_factor) rounded in registers by the
@@ -277,7 +286,7 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const BlockTileIo& io, s
                             uint32_t* am, size_t c0, size_t w, int shift, uint64_t index, BlockPassCounts& k) {
   const float* x = io.in + flat;
   float* o = io.out ? io.out + flat : nullptr;
-  uint8_t* oc = io.codes ? io.codes + flat : nullptr;
+  const size_t row = flat / p.cols;
   const bool count = io.counts != nullptr;
   const ptrdiff_t ahead = io.ahead;
   const hn::ScalableTag<float> df;
@@ -311,7 +320,7 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const BlockTileIo& io, s
     return kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n);
   };
   auto sink = [&](size_t i, hn::Vec<decltype(df)> q, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-    if (oc) return StoreCodes(*p.code, q, dec_at(i, n), n, oc + off + i, flat + off + i, *io.rare);
+    if (io.codes) return StoreCodes(*p.code, q, dec_at(i, n), n, io, row, c0 + off + i, flat + off + i);
     auto v = q;
     if (p.decode) {
       v = hn::Mul(q, dec_at(i, n));

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
@@ -95,7 +96,26 @@ struct BlockTileIo {
   // written later); elements of NaN blocks (MX, NVFP4) get code 0.
   uint8_t* codes = nullptr;
   std::vector<size_t>* rare = nullptr;
+  // > 0: FP4 codes packed two a byte (low nibble first) in rows of this many bytes instead.
+  size_t code_row_bytes = 0;
 };
+
+// Two codes a byte, low nibble first (pack_nibbles' layout), eight codes at a time on a
+// little-endian host: each even byte takes its odd neighbour's nibble, then the even bytes close
+// up. An odd n leaves the last byte's high nibble 0.
+inline void pack_nibble_run(const uint8_t* codes, size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, codes + i, 8);
+    x &= 0x0f0f0f0f0f0f0f0full;
+    x = (x | (x >> 4)) & 0x00ff00ff00ff00ffull;
+    x = (x | (x >> 8)) & 0x0000ffff0000ffffull;
+    const uint32_t y = static_cast<uint32_t>(x | (x >> 16));
+    std::memcpy(out + i / 2, &y, 4);
+  }
+  for (; i < n; i += 2) out[i / 2] = static_cast<uint8_t>((codes[i] & 0xf) | (i + 1 < n ? (codes[i + 1] & 0xf) << 4 : 0));
+}
 
 // Scale, round and decode the tile rows [r0, r1) x cols [c0, c1) of io.in into io.out.
 void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size_t r0, size_t r1, size_t c0,
@@ -107,8 +127,9 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
 
 // The fast block_quantize for element formats of at most 8 bits: the element pass turns each
 // rounded value into its code in registers (CodePlan); the rare values it leaves (NaN, Inf) go
-// through encode(). codes are row-major, one byte each, zero in NaN blocks; out gets the scales
-// and the tensor scale. False where the fast path does not apply.
+// through encode(). codes are row-major, one byte each, zero in NaN blocks; FP4 codes along rows
+// go straight into out.codes instead (codes left empty). out gets the scales and the tensor scale.
+// False where the fast path does not apply.
 bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size_t cols, uint64_t index_base,
                        double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out);
 

@@ -188,22 +188,6 @@ void fake_quantize_with_scale(const BlockScaling& s, float encode_scale, std::sp
 
 namespace {
 
-// Two codes a byte, low nibble first (as pack_nibbles), eight codes at a time on a little-endian
-// host: each even byte takes its odd neighbour's nibble, then the even bytes close up.
-void pack_nibble_row(const uint8_t* codes, size_t n, uint8_t* out) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x;
-    std::memcpy(&x, codes + i, 8);
-    x &= 0x0f0f0f0f0f0f0f0full;
-    x = (x | (x >> 4)) & 0x00ff00ff00ff00ffull;
-    x = (x | (x >> 8)) & 0x0000ffff0000ffffull;
-    const uint32_t y = static_cast<uint32_t>(x | (x >> 16));
-    std::memcpy(out + i / 2, &y, 4);
-  }
-  for (; i < n; i += 2) out[i / 2] = static_cast<uint8_t>((codes[i] & 0xf) | (i + 1 < n ? (codes[i + 1] & 0xf) << 4 : 0));
-}
-
 // Row-major codes (code_bytes each) into the stored layout: rows along the block axis, FP4 two per
 // byte.
 void store_codes(const BlockScaling& s, std::vector<uint8_t>&& codes, BlockPacked& out) {
@@ -224,7 +208,7 @@ void store_codes(const BlockScaling& s, std::vector<uint8_t>&& codes, BlockPacke
     out.code_row_bytes = (scols + 1) / 2;
     out.codes.resize(srows * out.code_row_bytes);
     for (size_t r = 0; r < srows; ++r)
-      pack_nibble_row(stored.data() + r * scols, scols, out.codes.data() + r * out.code_row_bytes);
+      pack_nibble_run(stored.data() + r * scols, scols, out.codes.data() + r * out.code_row_bytes);
   } else {
     out.code_row_bytes = scols * w;
     out.codes = std::move(stored);
@@ -245,7 +229,7 @@ BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, siz
     std::vector<float> fq(in.size());
     block_fake_quantize(s, in, fq, rows, cols, stats, index_base, tensor_amax);
   }
-  store_codes(s, std::move(codes), out);
+  if (!codes.empty()) store_codes(s, std::move(codes), out);  // else packed in place
   return out;
 }
 
