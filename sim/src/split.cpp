@@ -120,6 +120,13 @@ void check_batchnorm_stats(const ParallelSpec& p, const AccumulationSpec& a, std
         variant.empty() ? "" : fmt::format("recipe '{}': ", variant), a.micro_batches));
 }
 
+void check_split_counts(const ParallelSpec& p, const AccumulationSpec& a) {
+  if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
+  if (a.micro_batches < 1)
+    throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
+  check_batchnorm_stats(p, a, "");
+}
+
 std::vector<std::vector<ParamRange>> ddp_buckets(const std::vector<ParamRange>& params, double first_bucket_mb,
                                                  double bucket_mb, double element_bytes) {
   std::vector<std::vector<ParamRange>> buckets(1);

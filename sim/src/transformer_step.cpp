@@ -281,9 +281,7 @@ TransformerTrainer<T>::TransformerTrainer(const TransformerLayout& layout, const
 
 template <class T>
 void TransformerTrainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
-  if (p.workers < 1) throw std::invalid_argument(fmt::format("parallel.workers {} must be >= 1", p.workers));
-  if (a.micro_batches < 1)
-    throw std::invalid_argument(fmt::format("accumulation.micro_batches {} must be >= 1", a.micro_batches));
+  check_split_counts(p, a);
   impl_->par = p;
   impl_->acc = a;
 }

@@ -63,6 +63,9 @@ std::string split_keys_doc();
 void check_split(const ParallelSpec& p, const AccumulationSpec& a, int batch, std::string_view variant);
 // Throws std::invalid_argument for batchnorm_stats worker with more than one micro-batch.
 void check_batchnorm_stats(const ParallelSpec& p, const AccumulationSpec& a, std::string_view variant);
+// What every trainer's set_split checks before any batch is known: workers and micro-batches of at
+// least 1, and check_batchnorm_stats.
+void check_split_counts(const ParallelSpec& p, const AccumulationSpec& a);
 
 // A contiguous run of the flat parameter buffer (one parameter tensor).
 struct ParamRange {
