@@ -198,8 +198,9 @@ HWY_INLINE hn::Vec<D> LaneMaxima(D d, hn::Vec<D>* v) {
 
 // Maxima and scales of the (up to) lanes blocks of bc floats starting at x, of which `avail`
 // floats belong to the row, into am, e and d (one entry per block).
-HWY_INLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t avail, uint32_t* am, float* e,
-                            float* d) {
+// Out of line: once per group, and its vectors would crowd the element loop's registers.
+HWY_NOINLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t avail, uint32_t* am, float* e,
+                              float* d) {
   const hn::ScalableTag<int32_t> di;
   const hn::RebindToFloat<decltype(di)> df;
   constexpr size_t N = hn::MaxLanes(di);
@@ -281,7 +282,7 @@ HWY_INLINE void StoreCodes(const CodePlan& c, VF q, VF dec, size_t n, const Bloc
 // scales of the row's blocks, 2^shift columns each, and no vector straddles two blocks (and with
 // am, the maxima and scales of each group of lanes blocks are made here, as the group is
 // reached); otherwise they hold a scale per column. ahead: see BlockTileIo.
-template <bool kPerBlock>
+template <bool kPerBlock, bool kCodes>
 HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const BlockTileIo& io, size_t flat, float* e, float* d,
                             uint32_t* am, size_t c0, size_t w, int shift, uint64_t index, BlockPassCounts& k) {
   const float* x = io.in + flat;
@@ -320,7 +321,7 @@ HWY_INLINE void QuantizeRow(const BlockKernelParams& p, const BlockTileIo& io, s
     return kPerBlock ? hn::Set(df, d[(c0 + off + i) >> shift]) : LoadPart(df, d + off + i, n);
   };
   auto sink = [&](size_t i, hn::Vec<decltype(df)> q, size_t n) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-    if (io.codes) return StoreCodes(*p.code, q, dec_at(i, n), n, io, row, c0 + off + i, flat + off + i);
+    if constexpr (kCodes) return StoreCodes(*p.code, q, dec_at(i, n), n, io, row, c0 + off + i, flat + off + i);
     auto v = q;
     if (p.decode) {
       v = hn::Mul(q, dec_at(i, n));
@@ -382,8 +383,9 @@ HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io
     const size_t flat = r * p.cols + c0;
     const uint64_t index = p.index_base + flat;
     if (per_block) {
-      QuantizeRow<true>(p, io, flat, io.enc + rb * p.nbc, io.dec + rb * p.nbc, group ? io.amax + rb * p.nbc : nullptr,
-                        c0, w, shift, index, k);
+      uint32_t* am = group ? io.amax + rb * p.nbc : nullptr;
+      if (io.codes) QuantizeRow<true, true>(p, io, flat, io.enc + rb * p.nbc, io.dec + rb * p.nbc, am, c0, w, shift, index, k);
+      else QuantizeRow<true, false>(p, io, flat, io.enc + rb * p.nbc, io.dec + rb * p.nbc, am, c0, w, shift, index, k);
       continue;
     }
     float* e = io.enc + rb * p.nbc + c0;  // a block per column: the scales are per column already
@@ -398,7 +400,8 @@ HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io
       }
       e = e_col, d = d_col;
     }
-    QuantizeRow<false>(p, io, flat, e, d, nullptr, c0, w, 0, index, k);
+    if (io.codes) QuantizeRow<false, true>(p, io, flat, e, d, nullptr, c0, w, 0, index, k);
+    else QuantizeRow<false, false>(p, io, flat, e, d, nullptr, c0, w, 0, index, k);
   }
   if (io.counts) {
     io.counts->saturated += k.saturated;
