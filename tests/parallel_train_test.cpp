@@ -18,9 +18,14 @@
 #include "precsim/sim/metrics.h"
 #include "precsim/sim/runner.h"
 #include "precsim/sim/train_step.h"
+#include "support/split_specs.h"
 
 namespace precsim {
 namespace {
+
+using test_support::micro;
+using test_support::sgd;
+using test_support::workers;
 
 using nlohmann::json;
 
@@ -67,26 +72,6 @@ Problem make_problem(int rows, const ItemsConfig& items, Norm norm = Norm::kNone
     p.items.push_back(all_items[r]);
   }
   return p;
-}
-
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.kind = "sgd";
-  o.lr = 0.1;
-  return o;
-}
-
-ParallelSpec workers(int w, AverageMode avg = AverageMode::kDdp) {
-  ParallelSpec p;
-  p.workers = w;
-  p.average = avg;
-  return p;
-}
-AccumulationSpec micro(int n, LossNormalization norm = LossNormalization::kGlobalItemCount) {
-  AccumulationSpec a;
-  a.micro_batches = n;
-  a.normalization = norm;
-  return a;
 }
 
 // The FP64 gradient of one step on b with the given split.

@@ -18,9 +18,14 @@
 #include "precsim/sim/runner.h"
 #include "precsim/sim/seq_data.h"
 #include "precsim/sim/transformer_step.h"
+#include "support/split_specs.h"
 
 namespace precsim {
 namespace {
+
+using test_support::micro;
+using test_support::sgd;
+using test_support::workers;
 
 // A small model on the copy task (lengths 1..7 in a context of 16: sequences of 4 to 16 tokens,
 // so micro-batches hold unequal numbers of counted targets) and one global batch of it.
@@ -61,27 +66,6 @@ struct Problem {
     return s;
   }
 };
-
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.kind = "sgd";
-  o.lr = 0.1;
-  return o;
-}
-
-ParallelSpec workers(int w, AverageMode avg = AverageMode::kDdp) {
-  ParallelSpec p;
-  p.workers = w;
-  p.average = avg;
-  return p;
-}
-
-AccumulationSpec micro(int n, LossNormalization norm = LossNormalization::kGlobalItemCount) {
-  AccumulationSpec a;
-  a.micro_batches = n;
-  a.normalization = norm;
-  return a;
-}
 
 // The FP64 gradient of one step on b with the given split.
 std::vector<double> fp64_grad(const Problem& p, const SeqBatch& b, const ParallelSpec& ps, const AccumulationSpec& as,
