@@ -8,7 +8,7 @@
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/core/random.h"
 
 namespace precsim {
 namespace {

@@ -8,12 +8,13 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/check.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/report.h"
 #include "precsim/reports/summary.h"
-#include "precsim/sim/runner.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim {
 namespace {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "precsim/sim/mlp.h"
-#include "precsim/sim/random.h"
-#include "precsim/sim/recipe.h"
-#include "precsim/sim/train_step.h"
+#include "precsim/sim/model/mlp.h"
+#include "precsim/sim/core/random.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/mlp_trainer.h"
 
 namespace precsim {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "precsim/sim/data.h"
-#include "precsim/sim/recipe.h"
-#include "precsim/sim/seq_data.h"
-#include "precsim/sim/transformer_step.h"
+#include "precsim/sim/data/data.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/train/transformer_trainer.h"
 
 namespace precsim {
 namespace {

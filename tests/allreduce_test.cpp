@@ -7,9 +7,9 @@
 
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/allreduce.h"
-#include "precsim/sim/exact_dot.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/parallel/allreduce.h"
+#include "precsim/sim/accum/exact_dot.h"
+#include "precsim/sim/core/random.h"
 
 namespace precsim {
 namespace {

@@ -18,7 +18,7 @@
 #include "../support/cli_run.h"
 #include "precsim/formats/block_scaling.h"
 #include "precsim/reports/npy.h"
-#include "precsim/sim/distributions.h"
+#include "precsim/sim/data/distributions.h"
 
 namespace precsim {
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/report.h"
 

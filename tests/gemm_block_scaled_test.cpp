@@ -12,10 +12,10 @@
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/exact_dot.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/exact_dot.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/core/random.h"
 
 namespace precsim {
 namespace {

@@ -10,9 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <nlohmann/json.hpp>
 
-#include "precsim/sim/gpu_backend.h"
-#include "precsim/sim/gpu_device.h"
+#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_device.h"
 
 namespace precsim {
 namespace {

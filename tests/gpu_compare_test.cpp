@@ -7,9 +7,9 @@
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/gpu_compare.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/hw/gpu_compare.h"
 
 namespace precsim {
 namespace {

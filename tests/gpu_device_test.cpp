@@ -6,12 +6,12 @@
 #include <string>
 
 #include "precsim/formats/format.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/gpu_backend.h"
-#include "precsim/sim/gpu_compare.h"
-#include "precsim/sim/gpu_device.h"
-#include "precsim/sim/gpu_probe.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_compare.h"
+#include "precsim/sim/hw/gpu_device.h"
+#include "precsim/sim/hw/gpu_probe.h"
 
 namespace precsim {
 namespace {

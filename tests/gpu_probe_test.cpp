@@ -8,10 +8,10 @@
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/gpu_device.h"
-#include "precsim/sim/gpu_probe.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/hw/gpu_device.h"
+#include "precsim/sim/hw/gpu_probe.h"
 
 namespace precsim {
 namespace {

@@ -14,9 +14,9 @@
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/gpu_train.h"
-#include "precsim/sim/random.h"
-#include "precsim/sim/recipe.h"
+#include "precsim/sim/hw/gpu_train.h"
+#include "precsim/sim/core/random.h"
+#include "precsim/sim/train/recipe.h"
 #include "../support/cli_run.h"
 
 namespace precsim {

@@ -5,10 +5,10 @@
 #include <functional>
 #include <vector>
 
-#include "precsim/sim/layers.h"
-#include "precsim/sim/mlp.h"
-#include "precsim/sim/random.h"
-#include "precsim/sim/train_step.h"
+#include "precsim/sim/model/layers.h"
+#include "precsim/sim/model/mlp.h"
+#include "precsim/sim/core/random.h"
+#include "precsim/sim/train/mlp_trainer.h"
 #include "support/finite_difference.h"
 
 namespace precsim {

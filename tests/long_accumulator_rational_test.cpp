@@ -8,7 +8,7 @@
 #include <random>
 
 #include "precsim/formats/rounding.h"
-#include "precsim/sim/exact_dot.h"
+#include "precsim/sim/accum/exact_dot.h"
 
 namespace precsim {
 namespace {

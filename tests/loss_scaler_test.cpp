@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "precsim/sim/loss_scaler.h"
+#include "precsim/sim/train/loss_scaler.h"
 
 namespace precsim {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "precsim/formats/name_table.h"
 #include "precsim/formats/quant_options.h"
-#include "precsim/sim/allreduce.h"
+#include "precsim/sim/parallel/allreduce.h"
 
 namespace precsim {
 namespace {

@@ -5,7 +5,7 @@
 #include <numbers>
 #include <vector>
 
-#include "precsim/sim/optimizer.h"
+#include "precsim/sim/train/optimizer.h"
 
 namespace precsim {
 namespace {

@@ -12,12 +12,13 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "support/cli_run.h"
 #include "precsim/reports/report.h"
-#include "precsim/sim/metrics.h"
-#include "precsim/sim/runner.h"
-#include "precsim/sim/train_step.h"
+#include "precsim/sim/analysis/metrics.h"
+#include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/train/mlp_trainer.h"
 #include "support/split_specs.h"
 
 namespace precsim {

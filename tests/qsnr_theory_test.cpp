@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/core/random.h"
 
 namespace precsim {
 namespace {

@@ -1,9 +1,10 @@
 // Recipe presets, overrides and strict validation.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "precsim/formats/block_scaling.h"
-#include "precsim/sim/operand_quant.h"
-#include "precsim/sim/recipe.h"
+#include "precsim/sim/train/operand_quant.h"
+#include "precsim/sim/train/recipe.h"
 
 namespace precsim {
 namespace {

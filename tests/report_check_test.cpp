@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/check.h"
 #include "precsim/reports/diff.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/jsonl.h"

@@ -5,8 +5,9 @@
 
 #include <cstdint>
 #include <vector>
+#include <nlohmann/json.hpp>
 
-#include "precsim/sim/runner.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim {
 namespace {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "precsim/reports/npy.h"
-#include "precsim/sim/mlp.h"
-#include "precsim/sim/recipe.h"
-#include "precsim/sim/train_step.h"
+#include "precsim/sim/model/mlp.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/mlp_trainer.h"
 
 namespace precsim {
 namespace {

@@ -4,9 +4,10 @@
 
 #include <fstream>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/report.h"
-#include "precsim/sim/runner.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim {
 namespace {

@@ -9,11 +9,12 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "../support/cli_run.h"
 #include "precsim/reports/npy.h"
 #include "precsim/reports/report.h"
-#include "precsim/sim/runner.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim {
 namespace {

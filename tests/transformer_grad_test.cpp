@@ -6,9 +6,9 @@
 #include <functional>
 #include <vector>
 
-#include "precsim/sim/random.h"
-#include "precsim/sim/seq_data.h"
-#include "precsim/sim/transformer.h"
+#include "precsim/sim/core/random.h"
+#include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/model/transformer.h"
 #include "support/finite_difference.h"
 
 namespace precsim {

@@ -11,13 +11,14 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "precsim/formats/format.h"
-#include "precsim/sim/data.h"
-#include "precsim/sim/metrics.h"
-#include "precsim/sim/runner.h"
-#include "precsim/sim/seq_data.h"
-#include "precsim/sim/transformer_step.h"
+#include "precsim/sim/data/data.h"
+#include "precsim/sim/analysis/metrics.h"
+#include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/train/transformer_trainer.h"
 #include "support/split_specs.h"
 
 namespace precsim {

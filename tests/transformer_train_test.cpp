@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "precsim/formats/format.h"
-#include "precsim/sim/data.h"
-#include "precsim/sim/metrics.h"
-#include "precsim/sim/seq_data.h"
-#include "precsim/sim/transformer_step.h"
+#include "precsim/sim/data/data.h"
+#include "precsim/sim/analysis/metrics.h"
+#include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/train/transformer_trainer.h"
 
 namespace precsim {
 namespace {

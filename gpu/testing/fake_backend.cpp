@@ -10,8 +10,8 @@
 #include "precsim/formats/format.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/gpu/backend_abi.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/gemm.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
 
 namespace {
 

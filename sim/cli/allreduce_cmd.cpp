@@ -3,12 +3,13 @@
 
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "cli_parse.h"
-#include "precsim/sim/allreduce.h"
-#include "precsim/sim/exact_dot.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/parallel/allreduce.h"
+#include "precsim/sim/accum/exact_dot.h"
+#include "precsim/sim/core/random.h"
 #include "quant_args.h"
 
 namespace precsim::cli {

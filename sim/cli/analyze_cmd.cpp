@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "cli_parse.h"
@@ -17,7 +18,7 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/reports/npy.h"
 #include "precsim/reports/safetensors.h"
-#include "precsim/sim/distributions.h"
+#include "precsim/sim/data/distributions.h"
 #include "quant_args.h"
 
 namespace precsim::cli {

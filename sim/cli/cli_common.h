@@ -7,6 +7,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/report.h"

@@ -1,6 +1,7 @@
 // precsim demo: the embedded default experiment (scripts/demo.sh): classic mixed-precision effects
 // side by side in under a minute on two cores.
 #include <omp.h>
+#include <nlohmann/json.hpp>
 
 #include "train_runner.h"
 

@@ -6,17 +6,18 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "cli_parse.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/distributions.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/gemm_error.h"
-#include "precsim/sim/random.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/data/distributions.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/analysis/gemm_error.h"
+#include "precsim/sim/core/random.h"
 #include "quant_args.h"
 
 namespace precsim::cli {

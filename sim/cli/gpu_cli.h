@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "precsim/sim/gpu_backend.h"
+#include "precsim/sim/hw/gpu_backend.h"
 
 namespace precsim::cli {
 

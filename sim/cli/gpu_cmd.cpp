@@ -7,16 +7,17 @@
 #include <iostream>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "gpu_cli.h"
 #include "precsim/reports/npy.h"
-#include "precsim/sim/accum_model.h"
-#include "precsim/sim/gemm.h"
-#include "precsim/sim/gpu_backend.h"
-#include "precsim/sim/gpu_compare.h"
-#include "precsim/sim/gpu_device.h"
-#include "precsim/sim/gpu_probe.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_compare.h"
+#include "precsim/sim/hw/gpu_device.h"
+#include "precsim/sim/hw/gpu_probe.h"
 
 namespace precsim::cli {
 namespace {
@@ -236,7 +237,7 @@ void run_probe(ProbeCli& c) {
   for (const auto& i : instrs) names.push_back(i.name);
   r.config() = {{"device", device_json(dev)}, {"instructions", names}, {"gemms", c.gemms}, {"gemm_k", c.gemm_k},
                 {"method", "Khattak & Mikaitis probe vectors (reference/tensor_cores_and_reductions.md 1.5), one "
-                           "block at a time; see sim/include/precsim/sim/gpu_probe.h"}};
+                           "block at a time; see sim/include/precsim/sim/hw/gpu_probe.h"}};
   r.results()["system"] = system_json(sys);
   nlohmann::json targets = nlohmann::json::array();
   const std::string source = fmt::format("precsim gpu probe on {} (sm_{}{}), driver {}", dev.name, dev.major, dev.minor,

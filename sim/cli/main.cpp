@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 

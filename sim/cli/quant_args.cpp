@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "quant_args.h"
 
 #include "cli_common.h"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "cli_parse.h"

@@ -5,9 +5,10 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "gpu_cli.h"
-#include "precsim/sim/gpu_train.h"
+#include "precsim/sim/hw/gpu_train.h"
 #include "train_runner.h"
 
 namespace precsim::cli {

@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "gpu_cli.h"
 #include "precsim/reports/interrupt.h"

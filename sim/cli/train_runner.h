@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "precsim/sim/runner.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim::cli {
 

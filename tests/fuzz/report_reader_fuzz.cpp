@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <nlohmann/json.hpp>
 
 #include "precsim/reports/check.h"
 #include "precsim/reports/diff.h"

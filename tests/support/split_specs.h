@@ -2,8 +2,8 @@
 // SGD, W workers with an averaging mode, N micro-batches with a loss normalisation.
 #pragma once
 
-#include "precsim/sim/optimizer.h"
-#include "precsim/sim/split.h"
+#include "precsim/sim/train/optimizer.h"
+#include "precsim/sim/parallel/split.h"
 
 namespace precsim::test_support {
 

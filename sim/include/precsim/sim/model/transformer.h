@@ -1,0 +1,189 @@
+// A decoder-only transformer (GPT-2 shape, llm.c style): token and position embeddings, pre-LayerNorm
+// blocks of causal multi-head self-attention and a GELU MLP with residual connections, a final
+// LayerNorm and a tied or separate output projection. All parameters live in one flat buffer carved
+// into named views. Layers are free functions, outputs first, then inputs, then sizes; backward
+// functions accumulate (+=) into parameter gradients. Every matrix product goes through a
+// TfNumerics, which the FP64 reference backs with gemm_f64 and a recipe with the emulated GEMM and
+// its operand formats; the numerics also name every rounding point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/data/batch.h"
+
+namespace precsim {
+
+struct TransformerConfig {
+  int layers = 2;
+  int heads = 2;
+  int width = 32;    // C, a multiple of heads
+  int context = 32;  // T, the longest sequence
+  int mlp_ratio = 4;
+  bool tied = true;  // the output projection is the token embedding (GPT-2)
+  double init_scale = 1.0;     // linear weights ~ N(0, init_scale^2 / fan_in); embeddings ~ N(0, (0.1 init_scale)^2)
+  double qk_init_scale = 1.0;  // extra factor on the query and key weights (large: attention logits grow)
+  // The input of every block's first MLP product at position 0 of each sequence is multiplied by this:
+  // an injected massive activation (one token, every channel) that per-tensor scaling must span.
+  double outlier_scale = 1.0;
+};
+
+struct BlockSlots {
+  size_t ln1_w, ln1_b;    // (C)
+  size_t qkv_w, qkv_b;    // (3C,C), (3C)
+  size_t proj_w, proj_b;  // (C,C), (C)
+  size_t ln2_w, ln2_b;    // (C)
+  size_t fc_w, fc_b;      // (H,C), (H) with H = mlp_ratio C
+  size_t fcproj_w, fcproj_b;  // (C,H), (C)
+};
+
+struct TransformerLayout {
+  int vocab = 0, context = 0, width = 0, heads = 0, hidden = 0;
+  bool tied = true;
+  double outlier_scale = 1.0;
+  size_t wte = 0, wpe = 0;  // (V,C), (T,C)
+  std::vector<BlockSlots> blocks;
+  size_t lnf_w = 0, lnf_b = 0;  // (C)
+  size_t head = 0;              // (V,C): == wte when tied
+  size_t param_count = 0;
+  int head_size() const { return width / heads; }
+};
+
+// Throws std::invalid_argument naming the bad value (sizes < 1, width not a multiple of heads).
+TransformerLayout make_transformer_layout(const TransformerConfig& c, int vocab);
+// Initial parameters, each an FP32 value. The residual output projections are scaled by
+// 1/sqrt(2 layers) (GPT-2); LayerNorm weights 1, biases 0.
+std::vector<double> init_transformer(const TransformerLayout& l, const TransformerConfig& c, uint64_t seed);
+
+nlohmann::json transformer_config_to_json(const TransformerConfig& c);
+// Strict: unknown keys ("type" is allowed and must be "transformer") throw std::invalid_argument.
+TransformerConfig transformer_config_from_json(const nlohmann::json& j);
+
+// Products below this many multiply-adds run on one thread: at these sizes forking (and OpenMP's
+// spinning on a loaded machine) costs more than it saves; results never depend on it.
+constexpr int64_t kSerialGemmMacs = int64_t{1} << 22;
+
+// The matrix products of the model: the four linear layers of a block, the logits, and the two
+// products of attention.
+enum class TfSite : uint8_t { kQkv, kProj, kFc, kFcProj, kLogits, kScores, kAttnV, kCount };
+// Which GEMM of a product: forward, the input gradient (dgrad) or the weight gradient (wgrad); the
+// attention's backward products count as dgrad (dP, dQ) and wgrad (dV, dK) by their operand roles.
+enum class TfPass : uint8_t { kForward, kDgrad, kWgrad };
+// The rounding points of the model besides the GEMM operands.
+enum class TfPoint : uint8_t {
+  kActivation,  // an op output stored for later (linear outputs, GELU, residual sums)
+  kNormOut,     // a LayerNorm output (kept in FP32 under autocast)
+  kScores,      // the attention product Q K^T and the probabilities, in the scores format
+  kActGrad,     // a gradient flowing between ops
+  kWeightGrad,  // a parameter gradient
+};
+
+// The arithmetic a model instance runs with.
+template <class T>
+class TfNumerics {
+ public:
+  virtual ~TfNumerics() = default;
+  // C = A B^T for `batch` stacked products: A is (batch,m,k), B is (batch,n,k), C is (batch,m,n),
+  // all row-major, so both operands run along K in memory. C is overwritten.
+  virtual void gemm(TfSite site, TfPass pass, int layer, T* c, const T* a, const T* b, int m, int n, int k,
+                    int batch) = 0;
+  // Rounds a tensor at a rounding point in place (the reference rounds nothing).
+  virtual void round(TfPoint point, int layer, std::span<T> v) = 0;
+  // Rounding of the intermediate values of softmax and LayerNorm: identity in FP32 opmath, the
+  // activations' format when a recipe computes them in the low format.
+  virtual T opmath(T x) { return x; }
+  virtual bool low_opmath() const { return false; }
+  // Statistics hooks: the attention scores of a layer after masking (before rounding), and the
+  // input of a linear layer's forward product.
+  virtual void observe_scores(int layer, std::span<const T> s) { (void)layer, (void)s; }
+  virtual void observe_linear_input(TfSite site, int layer, std::span<const T> x) { (void)site, (void)layer, (void)x; }
+};
+
+// Bytes the forward pass of `rows` sequences of `context` tokens stores for the backward pass
+// (TransformerActs, no recomputation), each value at the width of its storage: act_bytes for the
+// rounded activations (embedding and residual streams, QKV and its head-major Q, K, V, V^T copies,
+// attention output, MLP hidden before and after GELU, logits), norm_bytes for LayerNorm outputs,
+// score_bytes for attention scores and probabilities (B NH T T each), FP32 for what opmath keeps
+// unrounded (LayerNorm mean and rstd, the softmax of the logits, per-token losses). The formula is
+// in reports/METRICS.md.
+double transformer_activation_bytes(const TransformerLayout& l, int rows, double act_bytes, double norm_bytes,
+                                    double score_bytes);
+
+// ---- layers ----
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. out is (B,T,C); tokens (B,T).
+template <class T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c);
+template <class T>
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int batch, int seq, int c);
+
+// Row softmax of scale * s over the keys j <= i with key_valid[j] (causal and padding mask); masked
+// probabilities are 0. s, p are (rows = B*NH blocks of T, T); key_valid is (B,T), rows of one
+// sequence share it (heads blocks per sequence). Every intermediate goes through nx.opmath.
+template <class T>
+void masked_softmax_forward(T* p, const T* s, const uint8_t* key_valid, T scale, int batch, int heads, int seq,
+                            TfNumerics<T>& nx);
+// ds = scale * p * (dp - sum_j p dp) (overwrites ds).
+template <class T>
+void masked_softmax_backward(T* ds, const T* p, const T* dp, T scale, int batch, int heads, int seq);
+
+// Buffers of one attention layer kept from the forward pass for the backward pass.
+template <class T>
+struct AttentionSaved {
+  std::vector<T> q, k, v;  // (B,NH,T,hs)
+  std::vector<T> vt;       // (B,NH,hs,T)
+  std::vector<T> scores;   // (B,NH,T,T) Q K^T as stored (masked entries 0)
+  std::vector<T> probs;    // (B,NH,T,T)
+};
+
+// out (B,T,C) = the heads' softmax(Q K^T / sqrt(hs)) V, merged; qkv is (B,T,3C) as [q | k | v].
+template <class T>
+void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_t* key_valid, int batch, int seq,
+                       int c, int heads, int layer, TfNumerics<T>& nx);
+// dqkv (B,T,3C) += the gradient through attention of dout (B,T,C).
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int batch, int seq, int c, int heads,
+                        int layer, TfNumerics<T>& nx);
+
+// ---- the model ----
+
+// Everything the forward pass keeps for the backward pass; sized by transformer_forward.
+template <class T>
+struct TransformerActs {
+  int batch = 0, seq = 0;
+  std::vector<std::vector<T>> resid;  // L+1 residual streams (B,T,C); resid[0] is the embedding
+  std::vector<std::vector<T>> ln1, ln1_mean, ln1_rstd, qkv, atty, resid2, ln2, ln2_mean, ln2_rstd, fc, gelu;
+  std::vector<AttentionSaved<T>> att;
+  std::vector<T> lnf, lnf_mean, lnf_rstd;  // (B,T,C), (B,T)
+  std::vector<T> logits, probs;            // (B,T,V)
+  std::vector<T> losses;                   // (B,T) per-token cross-entropy
+};
+
+template <class T>
+void transformer_forward(TransformerActs<T>& acts, const T* params, const TransformerLayout& l, const TokenBatch& b,
+                         TfNumerics<T>& nx);
+// grads (param_count) += d(sum_t mask_t loss_t * dloss) / d params; the loss gradient dlogits is
+// rounded at kActGrad. Uses (and overwrites) scratch inside acts.
+template <class T>
+void transformer_backward(T* grads, TransformerActs<T>& acts, const T* params, const TransformerLayout& l,
+                          const TokenBatch& b, T dloss, TfNumerics<T>& nx);
+
+// The arguments of one C = A B^T product of m x n outputs over k (TfNumerics::gemm's layout).
+GemmArgs stacked_gemm_args(int m, int n, int k);
+// gemm_f64 over `batch` stacked C = A B^T products (TfNumerics::gemm's layout).
+void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n, int k, int batch);
+
+// The FP64 reference: gemm_f64 (sequential sums in increasing k), no rounding points.
+class ReferenceNumerics final : public TfNumerics<double> {
+ public:
+  void gemm(TfSite site, TfPass pass, int layer, double* c, const double* a, const double* b, int m, int n, int k,
+            int batch) override;
+  void round(TfPoint, int, std::span<double>) override {}
+};
+
+}  // namespace precsim

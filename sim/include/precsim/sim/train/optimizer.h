@@ -1,0 +1,40 @@
+// Optimizers as one flat loop over the parameters (llm.c style): SGD with momentum and AdamW with
+// decoupled weight decay, following PyTorch's formulas; a learning-rate schedule with linear
+// warm-up and cosine decay. The update is computed in the element type T (FP32 opmath for a
+// variant); rounding the states and the new weights into their formats is the caller's (the
+// recipe's) business.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace precsim {
+
+struct OptimizerConfig {
+  std::string kind = "adamw";  // sgd | adamw
+  double lr = 1e-3;
+  double momentum = 0.9;       // sgd (PyTorch: dampening 0, no Nesterov; the first step copies g)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  double weight_decay = 0.0;   // sgd: added to the gradient; adamw: decoupled, w *= 1 - lr wd
+  double clip_norm = 0.0;      // global gradient-norm clipping after unscaling; 0: off
+  int warmup_steps = 0;        // linear warm-up from lr / warmup_steps
+  bool cosine = false;         // cosine decay from the end of warm-up to min_lr_ratio lr at the last step
+  double min_lr_ratio = 0.0;
+};
+
+double learning_rate(const OptimizerConfig& c, int64_t step, int64_t total_steps);
+
+// delta[i]: the intended change of w[i]; m, v are updated in place (v unused by SGD). `t` counts
+// optimizer steps from 1 (Adam bias correction; SGD's first step initialises the momentum).
+template <class T>
+void optimizer_delta(T* delta, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
+                     int64_t t);
+
+nlohmann::json optimizer_config_to_json(const OptimizerConfig& c);
+// Strict: unknown keys, wrong types and out-of-range values throw std::invalid_argument.
+OptimizerConfig optimizer_config_from_json(const nlohmann::json& j);
+
+}  // namespace precsim

@@ -1,0 +1,128 @@
+// A precision recipe: the format and rounding of every tensor role of a training step, the
+// scaling of each GEMM operand, the loss scaler and the update rule. Named presets expand to a full,
+// explicit Recipe; a config starts from a preset and overrides any field; the resolved recipe is
+// written into every report (recipe_to_json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "precsim/formats/format.h"
+#include "precsim/formats/quant_options.h"
+#include "precsim/sim/parallel/split.h"
+
+namespace precsim {
+
+// The rounding points of a step, also the stochastic-rounding stream ids and the keys of the
+// per-role statistics in reports.
+enum class Role : uint32_t {
+  kWeights,          // the compute copy of the weights (cast from the master copy each step)
+  kMasterWeights,    // the copy the optimizer updates
+  kActivations,      // stored outputs of every op of the forward pass
+  kGemmInForward,    // operands of Y = X W^T
+  kGemmInDgrad,      // operands of dX = dY W
+  kGemmInWgrad,      // operands of dW = dY^T X
+  kActivationGrads,  // gradients flowing backwards between ops (the loss gradient included)
+  kWeightGrads,      // parameter gradients as produced by the backward pass
+  kOptimizerState,   // momentum / Adam moments
+  kGradAccumulation, // the gradient accumulation buffer across micro-batches (and its Kahan compensation)
+  kAllReduce,        // the data-parallel all-reduce: bucket casts, every hop's add, the averaging
+  kCount
+};
+std::string_view to_string(Role);
+
+// A tensor stored in a format with a rounding mode. "fp64" in a float computation means "not
+// rounded": the reference keeps every value exact to double.
+struct TensorFormat {
+  std::string name = "fp32";
+  Rounding rounding = Rounding::kNearestEven;
+  Format format;  // resolved from name
+};
+
+// How one GEMM operand is brought into its format (fp8_mx_training.md sections 1, 3).
+enum class Scaling : uint8_t {
+  kNone,           // plain cast into the format
+  kTensorCurrent,  // one FP32 scale fmt_max / amax of the tensor (TE Float8CurrentScaling)
+  kTensorDelayed,  // scale from the amax history of earlier steps (TE DelayedScaling)
+  kRowwise,        // 1 x block along the reduction dimension, FP32 power-of-two scales
+  kBlock2d,        // block x block tiles, FP32 power-of-two scales (DeepSeek-V3 weights)
+  kMx,             // OCP MX: one E8M0 scale per `block` elements along the reduction dimension
+  kNvfp4,          // E4M3 scale per 16 elements plus an FP32 tensor scale
+};
+std::string_view to_string(Scaling);
+Scaling parse_scaling(std::string_view);
+
+struct OperandSpec {
+  TensorFormat fmt;
+  Scaling scaling = Scaling::kNone;
+  int block = 0;  // block length for kRowwise, kBlock2d, kMx, kNvfp4
+};
+
+// C = A B^T with both operands quantized along the reduction dimension K.
+// forward: A = X (batch x in), B = W (out x in); dgrad: A = dY (batch x out), B = W^T (in x out);
+// wgrad: A = dY^T (out x batch), B = X^T (in x batch).
+struct GemmSpec {
+  OperandSpec a, b;
+  std::string accum = "fp32-seq";  // AccumModel preset
+};
+
+enum class LossScaleMode : uint8_t { kNone, kStatic, kDynamic };
+struct LossScaling {
+  LossScaleMode mode = LossScaleMode::kNone;
+  double init_scale = 65536.0;  // PyTorch GradScaler defaults (reference 4.3)
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;
+};
+
+enum class UpdateRounding : uint8_t { kNearestEven, kStochastic, kKahan };
+
+// Attention's numerics in a transformer (Transformer Engine keeps attention out of FP8 by default).
+struct AttentionPrecision {
+  // false ("high"): Q K^T and P V take operands plainly cast to the activations' format; true
+  // ("recipe"): they use the recipe's gemm specs as linear layers do (FP8 in an FP8 recipe).
+  bool products_in_recipe = false;
+  TensorFormat scores;      // Q K^T and the softmax probabilities as stored (preset: the activations' format)
+  bool low_opmath = false;  // softmax and LayerNorm round every intermediate to the activations' format
+};
+
+struct Recipe {
+  std::string name = "fp32";
+  std::string preset = "fp32";
+  TensorFormat weights;
+  std::string master_weights = "fp32";  // a format name, or "none": weights are updated directly
+  Format master_format;                 // resolved (unused when master_weights == "none")
+  UpdateRounding update_rounding = UpdateRounding::kNearestEven;
+  TensorFormat activations;
+  bool autocast = true;  // LayerNorm and the loss keep FP32 outputs (PyTorch autocast lists)
+  TensorFormat activation_grads;
+  TensorFormat weight_grads;
+  TensorFormat optimizer_state;
+  bool optimizer_state_scaled = false;  // per-tensor amax scaling of the state (FP8 states)
+  GemmSpec forward, dgrad, wgrad;
+  LossScaling loss_scaling;
+  int amax_history_len = 1024;  // delayed scaling (TE default)
+  int margin = 0;
+  ParallelSpec parallel;          // W workers and the all-reduce
+  AccumulationSpec accumulation;  // N micro-batches per worker
+  AttentionPrecision attention;
+
+  bool has_master() const { return master_weights != "none"; }
+};
+
+// Preset names in documentation order.
+const std::vector<std::string>& recipe_preset_names();
+// Throws std::invalid_argument naming the unknown preset and listing the known ones.
+Recipe recipe_preset(std::string_view name);
+// A preset (key "preset", default the name) with fields overridden by the other keys of `j`;
+// unknown keys, wrong types and unknown formats throw std::invalid_argument naming the key.
+Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name);
+nlohmann::json recipe_to_json(const Recipe& r);
+// Documentation of every recipe key, for the README and --help.
+std::string recipe_keys_doc();
+
+}  // namespace precsim

@@ -1,0 +1,67 @@
+// Private: one AccumModel prepared for fixed operand formats, summing strided dot products.
+// gemm.cpp and accum_dot.cpp share it; nothing outside sim/src includes it.
+#pragma once
+
+#include <cstdint>
+
+#include "precsim/formats/format.h"
+#include "precsim/formats/quant_options.h"
+#include "precsim/sim/accum/accum_model.h"
+
+namespace precsim::detail {
+
+// Preset formats looked up once.
+inline const Format& fp32_format() {
+  static const Format f = format_by_name("fp32");
+  return f;
+}
+inline const Format& fp64_format() {
+  static const Format f = format_by_name("fp64");
+  return f;
+}
+
+// Strided operands: a[i * sa], b[i * sb] for i < k.
+struct DotOperands {
+  const float* a;
+  int64_t sa;
+  const float* b;
+  int64_t sb;
+  int64_t k;
+};
+
+class AccumEngine {
+ public:
+  // out_fmt: format split-K slices are combined in for the output/inplace schemes.
+  AccumEngine(const AccumModel& m, const Format& a_fmt, const Format& b_fmt, const Format& out_fmt);
+  // c + sum of products, summed as the model says (split-K included).
+  double dot(const DotOperands& x, double c, uint32_t& status) const;
+  // Whether the plain FP32 (or FP64) recursive sum in nearest-even applies, so a vectorised
+  // kernel gives the same bits.
+  bool native_f32() const { return native32_ && m_.kind == AccumKind::kSequential; }
+  bool native_f64() const { return native64_ && m_.kind == AccumKind::kSequential; }
+  const AccumModel& model() const { return m_; }
+  const Format& a_format() const { return a_fmt_; }
+  const Format& b_format() const { return b_fmt_; }
+
+ private:
+  double dot_slice(const DotOperands& x, double c, uint32_t& st) const;
+  double sequential(const DotOperands& x, double c, uint32_t& st) const;
+  double pairwise(const DotOperands& x, double c, uint32_t& st) const;
+  double kahan(const DotOperands& x, double c, uint32_t& st) const;
+  double exact(const DotOperands& x, double c, uint32_t& st) const;
+  double block_chain(const DotOperands& x, double c, uint32_t& st) const;
+  double block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st) const;
+
+  AccumModel m_;
+  Format a_fmt_, b_fmt_, out_fmt_, block_out_, fp32_;
+  QuantOptions acc_opts_, block_opts_, promote_opts_;
+  bool native32_ = false, native64_ = false;
+};
+
+// The exact value of x + y rounded into f with o (x, y finite doubles; f has at most 50
+// fraction bits, or is fp64 with nearest-even). TwoSum gives the error term exactly, and its
+// sign places the exact sum strictly between s and its neighbour.
+double round_sum(const Format& f, const QuantOptions& o, double x, double y, uint32_t& st);
+double round_value(const Format& f, const QuantOptions& o, double x, uint32_t& st);
+
+}  // namespace precsim::detail

@@ -1,0 +1,401 @@
+#include "precsim/sim/accum/accum_model.h"
+
+#include "accum_engine.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace precsim {
+namespace {
+
+const Format& fp32() { return detail::fp32_format(); }
+const Format& fp64() { return detail::fp64_format(); }
+
+constexpr const char* kSrcFasi = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021)";
+constexpr const char* kSrcKm = "Khattak & Mikaitis, arXiv:2512.07004 (KM26 models)";
+constexpr const char* kSrcMma = "Xie et al., MMA-Sim, arXiv:2511.10909";
+constexpr const char* kRef = "shared/reference/tensor_cores_and_reductions.md";
+
+AccumModel simple(std::string name, AccumKind kind, bool fma, std::string desc) {
+  AccumModel m;
+  m.name = std::move(name);
+  m.kind = kind;
+  m.fma = fma;
+  m.source = "IEEE 754 binary32 arithmetic (definition)";
+  m.description = std::move(desc);
+  return m;
+}
+
+AccumModel block(std::string name, int n, int frac, int floor, int split, std::string src,
+                 std::string desc) {
+  AccumModel m;
+  m.name = std::move(name);
+  m.kind = AccumKind::kBlockFma;
+  m.block.block_size = n;
+  m.block.frac_bits = frac;
+  m.block.align_exp_floor = floor;
+  m.block.instruction_split = split;
+  m.source = std::move(src) + "; " + kRef + " section 2.3";
+  m.description = std::move(desc);
+  return m;
+}
+
+std::vector<AccumModel> make_presets() {
+  std::vector<AccumModel> p;
+  p.push_back(simple("fp32-seq", AccumKind::kSequential, false,
+                     "FP32 recursive sum in increasing k, product and add each rounded to nearest-even"));
+  p.push_back(simple("fp32-fma", AccumKind::kSequential, true,
+                     "FP32 recursive sum with a fused multiply-add per step (CUDA-core FFMA)"));
+  p.push_back(simple("pairwise", AccumKind::kPairwise, false,
+                     "FP32 products summed by a balanced binary tree (halves, left first)"));
+  p.push_back(simple("kahan", AccumKind::kKahan, false, "FP32 Kahan-compensated recursive sum"));
+  p.push_back(simple("exact", AccumKind::kExact, false,
+                     "exact sum (long accumulator), rounded once to nearest-even FP32"));
+  {
+    AccumModel u = simple("unordered", AccumKind::kUnordered, false,
+                          "Eigen's float GEMM: summation order depends on CPU and threads; NOT reproducible");
+    u.source = "Eigen 3.4 general matrix product";
+    p.push_back(u);
+  }
+  p.push_back(block("v100", 4, 23, -1024, 1, std::string(kSrcKm) + " V100TC.m; " + kSrcMma + "; " + kSrcFasi,
+                    "V100 fp16 HMMA: blocks of 4, 23 fraction bits, FP32 result truncated"));
+  p.push_back(block("t4", 8, 24, -132, 1, std::string(kSrcMma) + " Turing; " + kSrcFasi +
+                                              " (floor assumed as A100: unverified)",
+                    "T4 fp16: blocks of 8, 24 fraction bits, FP32 result truncated"));
+  p.push_back(block("a100", 8, 24, -132, 2, std::string(kSrcKm) + " A100TC.m; " + kSrcMma + " Ampere",
+                    "A100 fp16/bf16 m16n8k16 = 2 x 8: 24 fraction bits, FP32 result truncated"));
+  {
+    AccumModel m = block("a100-tf32", 4, 24, -132, 2, std::string(kSrcKm) + "; " + kSrcMma,
+                         "A100 tf32 m16n8k8 = 2 x 4: 24 fraction bits; FP32 operands rounded to TF32 nearest-even (cuBLAS)");
+    p.push_back(m);
+  }
+  p.push_back(block("ada", 8, 24, -132, 2, std::string(kSrcKm) + " AdaTC.m, L40STC.m; " + kSrcMma + " Ada",
+                    "L40S / RTX 4090 fp16/bf16: blocks of 8, 24 fraction bits, FP32 result truncated"));
+  {
+    AccumModel m = block("ada-fp8", 16, 13, -132, 2, std::string(kSrcKm) + " AdaTC.m; " + kSrcMma,
+                         "L40S / RTX 4090 fp8 mma k32 = 2 x 16: 13 fraction bits, e8m13 result");
+    m.block.out_frac_bits = 13;
+    p.push_back(m);
+  }
+  p.push_back(block("h100", 16, 25, -133, 1, std::string(kSrcKm) + " H100TC.m; " + kSrcMma + " Hopper",
+                    "H100/H200 fp16/bf16 wgmma: blocks of 16, 25 fraction bits, FP32 result truncated"));
+  {
+    AccumModel m = block("h100-tf32", 8, 25, -133, 1, std::string(kSrcKm) + "; " + kSrcMma,
+                         "H100/H200 tf32: blocks of 8, 25 fraction bits; FP32 operands rounded to TF32 nearest-even (cuBLAS)");
+    p.push_back(m);
+  }
+  {
+    AccumModel m = block("h100-fp8-fast", 32, 13, -133, 1,
+                         std::string(kSrcKm) + " (fma 32, neab -10); " + kSrcMma + "; DeepSeek-V3 arXiv:2412.19437 3.3.2",
+                         "H100/H200 fp8 wgmma, fast accumulation: 13 fraction bits, e8m13 result, never promoted");
+    m.block.out_frac_bits = 13;
+    p.push_back(m);
+    m.name = "h100-fp8-promote";
+    m.promote_every = 128;
+    m.source += "; CUTLASS 2xAcc mma_promotion_interval 4 x k32";
+    m.description = "H100/H200 fp8 wgmma with the inner e8m13 accumulator added to FP32 every 128 products";
+    p.push_back(m);
+  }
+  p.push_back(block("b200", 16, 25, -133, 1, std::string(kSrcKm) + " B200TC.m; " + kSrcMma + " Blackwell",
+                    "B200 tcgen05 fp16/bf16: blocks of 16, 25 fraction bits, FP32 result truncated"));
+  p.push_back(block("b200-fp8", 32, 25, -133, 1, std::string(kSrcKm) + " B200TC.m (fma 32, neab 2); " + kSrcMma,
+                    "B200 tcgen05 fp8/fp6/fp4: blocks of 32, 25 fraction bits, FP32 result truncated"));
+  return p;
+}
+
+const std::map<std::string, AccumKind, std::less<>>& kind_names() {
+  static const std::map<std::string, AccumKind, std::less<>> m = {
+      {"seq", AccumKind::kSequential}, {"pairwise", AccumKind::kPairwise}, {"kahan", AccumKind::kKahan},
+      {"exact", AccumKind::kExact},    {"block", AccumKind::kBlockFma},    {"unordered", AccumKind::kUnordered}};
+  return m;
+}
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument(msg); }
+
+int parse_int(std::string_view key, std::string_view v) {
+  int x = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size())
+    bad(fmt::format("accumulation model: '{}={}' is not an integer", key, v));
+  return x;
+}
+
+bool parse_bool(std::string_view key, std::string_view v) {
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  bad(fmt::format("accumulation model: '{}={}' must be 0 or 1", key, v));
+}
+
+Rounding parse_mode(std::string_view key, std::string_view v) {
+  try {
+    return parse_rounding(v);
+  } catch (const std::invalid_argument& e) {
+    bad(fmt::format("accumulation model: '{}': {}", key, e.what()));
+  }
+}
+
+SplitKScheme parse_scheme(std::string_view v) {
+  if (v == "compute") return SplitKScheme::kComputeType;
+  if (v == "output") return SplitKScheme::kOutputType;
+  if (v == "inplace") return SplitKScheme::kInplace;
+  bad(fmt::format("accumulation model: splitk_scheme '{}' unknown; allowed: compute, output, inplace", v));
+}
+
+// Rejects parameter combinations the kernels cannot honour exactly.
+void validate(const AccumModel& m) {
+  const Format& f = m.acc;
+  if (f.kind != FormatKind::kFloat || !f.is_signed || !f.has_zero)
+    bad(fmt::format("accumulation model: accumulator format '{}' must be a signed floating-point format", f.name));
+  if (f.bits() > 64 || f.exp_bits > 11) bad(fmt::format("accumulation model: accumulator format '{}' is wider than fp64", f.name));
+  auto no_sr = [](Rounding r, std::string_view what) {
+    if (r == Rounding::kStochastic)
+      bad(fmt::format("accumulation model: {} cannot be stochastic (not modelled)", what));
+  };
+  no_sr(m.rounding, "round");
+  no_sr(m.promote_rounding, "promote_round");
+  if (m.tf32_rounding != Rounding::kTowardZero && m.tf32_rounding != Rounding::kNearestEven &&
+      m.tf32_rounding != Rounding::kNearestAway)
+    bad("accumulation model: tf32 must be toward-zero, nearest-even or nearest-away");
+  const bool is_fp64 = f == fp64();
+  if (f.man_bits > 50 && !(is_fp64 && m.rounding == Rounding::kNearestEven))
+    bad(fmt::format("accumulation model: accumulator '{}' with more than 50 fraction bits supports only fp64 with nearest-even", f.name));
+  if (m.split_k < 1 || m.split_k > 1 << 20) bad(fmt::format("accumulation model: splitk={} must be in 1..1048576", m.split_k));
+  if (m.promote_every < 0) bad(fmt::format("accumulation model: promote={} must be >= 0", m.promote_every));
+  if (m.kind == AccumKind::kUnordered && !(f == fp32()))
+    bad("accumulation model: unordered (Eigen) accumulates in fp32 only");
+  if (m.promote_every > 0 && m.kind != AccumKind::kBlockFma)
+    bad("accumulation model: promote applies to the block model only");
+  if (m.kind == AccumKind::kBlockFma) {
+    const BlockFmaParams& b = m.block;
+    if (b.block_size < 1 || b.block_size > 4096) bad(fmt::format("accumulation model: n={} must be in 1..4096", b.block_size));
+    if (b.frac_bits < 1 || b.frac_bits > 48) bad(fmt::format("accumulation model: F={} must be in 1..48", b.frac_bits));
+    if (b.out_frac_bits < 1 || b.out_frac_bits > f.man_bits)
+      bad(fmt::format("accumulation model: ofb={} must be in 1..{} (the fraction bits of {})", b.out_frac_bits, f.man_bits, f.name));
+    if (b.final_rounding != Rounding::kTowardZero && b.final_rounding != Rounding::kNearestEven)
+      bad("accumulation model: final must be toward-zero or nearest-even");
+    if (b.instruction_split < 1) bad("accumulation model: split must be >= 1");
+    if (f.man_bits > 50) bad("accumulation model: the block model's output format must have at most 50 fraction bits");
+  }
+}
+
+void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_set, bool& acc_set) {
+  auto& b = m.block;
+  if (key == "acc") {
+    std::string err;
+    auto f = parse_format(v, &err);
+    if (!f) bad("accumulation model: acc: " + err);
+    m.acc = *f;
+    acc_set = true;
+  } else if (key == "round") {
+    m.rounding = parse_mode(key, v);
+  } else if (key == "fma") {
+    m.fma = parse_bool(key, v);
+  } else if (key == "n") {
+    b.block_size = parse_int(key, v);
+  } else if (key == "F") {
+    b.frac_bits = parse_int(key, v);
+  } else if (key == "final") {
+    b.final_rounding = parse_mode(key, v);
+  } else if (key == "ofb") {
+    b.out_frac_bits = parse_int(key, v);
+    ofb_set = true;
+  } else if (key == "norm") {
+    b.normalize_products = parse_bool(key, v);
+  } else if (key == "floor") {
+    b.align_exp_floor = parse_int(key, v);
+  } else if (key == "insub") {
+    b.in_subnormals = parse_bool(key, v);
+  } else if (key == "outsub") {
+    b.out_subnormals = parse_bool(key, v);
+  } else if (key == "cnan") {
+    b.canonical_nan = parse_bool(key, v);
+  } else if (key == "split") {
+    b.instruction_split = parse_int(key, v);
+  } else if (key == "promote") {
+    m.promote_every = parse_int(key, v);
+  } else if (key == "promote_round") {
+    m.promote_rounding = parse_mode(key, v);
+  } else if (key == "splitk") {
+    m.split_k = parse_int(key, v);
+  } else if (key == "splitk_scheme") {
+    m.split_k_scheme = parse_scheme(v);
+  } else if (key == "tf32") {
+    m.tf32_rounding = parse_mode(key, v);
+  } else {
+    bad(fmt::format("accumulation model: unknown key '{}'; allowed: acc, round, fma, n, F, final, ofb, norm, "
+                    "floor, insub, outsub, cnan, split, promote, promote_round, splitk, splitk_scheme, tf32",
+                    key));
+  }
+}
+
+}  // namespace
+
+AccumModel::AccumModel() : acc(fp32()) {}
+
+const std::vector<AccumModel>& accum_presets() {
+  static const std::vector<AccumModel> p = make_presets();
+  return p;
+}
+
+std::string known_accum_model_names() {
+  std::string s;
+  for (const auto& m : accum_presets()) s += (s.empty() ? "" : ", ") + m.name;
+  return s;
+}
+
+std::string_view to_string(AccumKind k) {
+  for (const auto& [name, kind] : kind_names())
+    if (kind == k) return name;
+  return "?";
+}
+
+std::string_view to_string(SplitKScheme s) {
+  switch (s) {
+    case SplitKScheme::kComputeType: return "compute";
+    case SplitKScheme::kOutputType: return "output";
+    case SplitKScheme::kInplace: return "inplace";
+  }
+  return "?";
+}
+
+AccumModel parse_accum_model(std::string_view spec) {
+  if (!spec.empty() && spec.front() == '{') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(spec);
+    } catch (const nlohmann::json::exception& e) {
+      bad(std::string("accumulation model: malformed JSON: ") + e.what());
+    }
+    return accum_model_from_json(j);
+  }
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0;;) {
+    const size_t next = spec.find(':', pos);
+    parts.push_back(spec.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos));
+    if (next == std::string_view::npos) break;
+    pos = next + 1;
+  }
+  AccumModel m;
+  const std::string_view head = parts[0];
+  bool found = false;
+  for (const auto& p : accum_presets()) {
+    if (p.name == head) {
+      m = p;
+      found = true;
+    }
+  }
+  if (!found) {
+    const auto it = kind_names().find(head);
+    if (it == kind_names().end())
+      bad(fmt::format("unknown accumulation model '{}'; presets: {}; or a spec KIND[:key=value...] with KIND one "
+                      "of seq, pairwise, kahan, exact, block, unordered",
+                      head, known_accum_model_names()));
+    m.kind = it->second;
+    m.name = "custom";
+    m.source = "user spec";
+    m.description = "";
+    if (m.kind == AccumKind::kBlockFma) m.source = "user spec (block-FMA model of " + std::string(kRef) + " section 2.1)";
+  }
+  bool ofb_set = false, acc_set = false;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      bad(fmt::format("accumulation model '{}': '{}' is not key=value", spec, parts[i]));
+    apply(m, parts[i].substr(0, eq), parts[i].substr(eq + 1), ofb_set, acc_set);
+  }
+  if (acc_set && !ofb_set) m.block.out_frac_bits = std::min(m.block.out_frac_bits, m.acc.man_bits);
+  if (acc_set && !ofb_set && m.kind == AccumKind::kBlockFma && !found) m.block.out_frac_bits = m.acc.man_bits;
+  if (found && parts.size() > 1) {
+    m.name = std::string(spec);
+    m.description = "preset " + std::string(head) + " with changed parameters";
+  }
+  validate(m);
+  return m;
+}
+
+std::string to_spec(const AccumModel& m) {
+  const auto& b = m.block;
+  std::string s = fmt::format("{}:acc={}:round={}", to_string(m.kind), m.acc.name, to_string(m.rounding));
+  if (m.kind == AccumKind::kSequential) s += fmt::format(":fma={}", int(m.fma));
+  if (m.kind == AccumKind::kBlockFma) {
+    s += fmt::format(":n={}:F={}:final={}:ofb={}:norm={}:floor={}:insub={}:outsub={}:cnan={}:split={}:promote={}:promote_round={}",
+                     b.block_size, b.frac_bits, to_string(b.final_rounding), b.out_frac_bits,
+                     int(b.normalize_products), b.align_exp_floor, int(b.in_subnormals),
+                     int(b.out_subnormals), int(b.canonical_nan), b.instruction_split, m.promote_every,
+                     to_string(m.promote_rounding));
+  }
+  s += fmt::format(":splitk={}:splitk_scheme={}:tf32={}", m.split_k, to_string(m.split_k_scheme),
+                   to_string(m.tf32_rounding));
+  return s;
+}
+
+nlohmann::json to_json(const AccumModel& m) {
+  const auto& b = m.block;
+  nlohmann::json j = {{"name", m.name},
+                      {"kind", to_string(m.kind)},
+                      {"acc", m.acc.name},
+                      {"round", to_string(m.rounding)},
+                      {"fma", m.fma},
+                      {"promote", m.promote_every},
+                      {"promote_round", to_string(m.promote_rounding)},
+                      {"splitk", m.split_k},
+                      {"splitk_scheme", to_string(m.split_k_scheme)},
+                      {"tf32", to_string(m.tf32_rounding)},
+                      {"source", m.source},
+                      {"calibrated", m.calibrated},
+                      {"reproducible", m.reproducible()},
+                      {"description", m.description},
+                      {"spec", to_spec(m)}};
+  j["block"] = {{"n", b.block_size},          {"F", b.frac_bits},
+                {"final", to_string(b.final_rounding)}, {"ofb", b.out_frac_bits},
+                {"norm", b.normalize_products}, {"floor", b.align_exp_floor},
+                {"insub", b.in_subnormals},   {"outsub", b.out_subnormals},
+                {"cnan", b.canonical_nan},    {"split", b.instruction_split}};
+  return j;
+}
+
+AccumModel accum_model_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) bad("accumulation model: JSON must be an object");
+  AccumModel m;
+  m.name = "custom";
+  m.source = "JSON spec";
+  m.description = "";
+  try {
+    if (!j.contains("kind")) bad("accumulation model JSON: missing 'kind'");
+    const std::string kind = j.at("kind").get<std::string>();
+    const auto it = kind_names().find(kind);
+    if (it == kind_names().end())
+      bad("accumulation model JSON: kind '" + kind + "' unknown; allowed: seq, pairwise, kahan, exact, block, unordered");
+    m.kind = it->second;
+    bool ofb_set = true, acc_set = false;
+    auto text = [](const nlohmann::json& v) {
+      if (v.is_boolean()) return std::string(v.get<bool>() ? "1" : "0");
+      if (v.is_number_integer()) return std::to_string(v.get<long long>());
+      if (v.is_string()) return v.get<std::string>();
+      bad("accumulation model JSON: value " + v.dump() + " must be a string, integer or boolean");
+    };
+    static const char* kMeta[] = {"name", "kind", "source", "calibrated", "reproducible", "description", "spec", "block"};
+    for (const auto& [key, v] : j.items()) {
+      bool meta = false;
+      for (const char* k : kMeta) meta = meta || key == k;
+      if (!meta) apply(m, key, text(v), ofb_set, acc_set);
+    }
+    if (j.contains("block")) {
+      for (const auto& [key, v] : j.at("block").items()) apply(m, key, text(v), ofb_set, acc_set);
+    }
+    if (j.contains("name")) m.name = j.at("name").get<std::string>();
+    if (j.contains("source")) m.source = j.at("source").get<std::string>();
+    if (j.contains("description")) m.description = j.at("description").get<std::string>();
+    if (j.contains("calibrated")) m.calibrated = j.at("calibrated").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    bad(std::string("accumulation model JSON: ") + e.what());
+  }
+  validate(m);
+  return m;
+}
+
+}  // namespace precsim

@@ -1,0 +1,184 @@
+#include "precsim/sim/data/data.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <nlohmann/json.hpp>
+
+#include "precsim/reports/npy.h"
+#include "precsim/sim/core/random.h"
+#include "precsim/sim/core/strict_json.h"
+
+namespace precsim {
+namespace {
+
+// Keyed random streams of the generators, kept apart so that changing one size changes no other
+// stream.
+enum Stream : uint64_t { kMeans = 101, kPoints, kLabels, kTeacherW1, kTeacherW2, kTargetNoise, kShuffle };
+
+double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+void gaussian_mixture(Dataset& d, const DataConfig& c, uint64_t seed) {
+  d.task = Task::kClassification;
+  d.outputs = c.classes;
+  std::vector<double> means(size_t(c.classes) * c.features);
+  for (size_t i = 0; i < means.size(); ++i) means[i] = c.separation * standard_normal(seed, kMeans, i);
+  auto gen = [&](std::vector<double>& x, std::vector<int32_t>& y, int n, uint64_t offset) {
+    x.resize(size_t(n) * c.features);
+    y.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t row = offset + i;
+      y[i] = static_cast<int32_t>(std::min<double>(c.classes - 1, std::floor(uniform01(seed, kLabels, row) * c.classes)));
+      for (int f = 0; f < c.features; ++f)
+        x[size_t(i) * c.features + f] =
+            f32(means[size_t(y[i]) * c.features + f] + c.noise * standard_normal(seed, kPoints, row * c.features + f));
+    }
+  };
+  gen(d.x_train, d.y_train, c.train_size, 0);
+  gen(d.x_heldout, d.y_heldout, c.heldout_size, uint64_t(c.train_size));
+}
+
+void teacher_student(Dataset& d, const DataConfig& c, uint64_t seed) {
+  d.task = Task::kRegression;
+  d.outputs = c.outputs;
+  const int h = c.teacher_hidden;
+  std::vector<double> w1(size_t(h) * c.features), w2(size_t(c.outputs) * h);
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = standard_normal(seed, kTeacherW1, i) / std::sqrt(double(c.features));
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = standard_normal(seed, kTeacherW2, i) / std::sqrt(double(h));
+  auto gen = [&](std::vector<double>& x, std::vector<double>& t, int n, uint64_t offset) {
+    x.resize(size_t(n) * c.features);
+    t.resize(size_t(n) * c.outputs);
+    std::vector<double> hid(h);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t row = offset + i;
+      double* xr = &x[size_t(i) * c.features];
+      for (int f = 0; f < c.features; ++f) xr[f] = f32(standard_normal(seed, kPoints, row * c.features + f));
+      for (int j = 0; j < h; ++j) {
+        double s = 0;
+        for (int f = 0; f < c.features; ++f) s += w1[size_t(j) * c.features + f] * xr[f];
+        hid[j] = std::tanh(s);
+      }
+      for (int o = 0; o < c.outputs; ++o) {
+        double s = 0;
+        for (int j = 0; j < h; ++j) s += w2[size_t(o) * h + j] * hid[j];
+        t[size_t(i) * c.outputs + o] =
+            f32(c.target_scale * s + c.label_noise * standard_normal(seed, kTargetNoise, row * c.outputs + o));
+      }
+    }
+  };
+  gen(d.x_train, d.t_train, c.train_size, 0);
+  gen(d.x_heldout, d.t_heldout, c.heldout_size, uint64_t(c.train_size));
+}
+
+std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
+  const size_t n = a.count();
+  std::vector<double> v(n);
+  if (a.descr == "<f4") for (size_t i = 0; i < n; ++i) v[i] = a.as<float>()[i];
+  else if (a.descr == "<f8") for (size_t i = 0; i < n; ++i) v[i] = f32(a.as<double>()[i]);
+  else if (a.descr == "<i4") for (size_t i = 0; i < n; ++i) v[i] = a.as<int32_t>()[i];
+  else if (a.descr == "<i8") for (size_t i = 0; i < n; ++i) v[i] = double(a.as<int64_t>()[i]);
+  else throw std::invalid_argument(fmt::format("'{}': dtype {} is not supported; expected <f4, <f8, <i4 or <i8", path, a.descr));
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) throw std::invalid_argument(fmt::format("'{}': element {} is {}; data must be finite", path, i, v[i]));
+  return v;
+}
+
+void from_npy(Dataset& d, const DataConfig& c) {
+  if (c.features_path.empty() || c.labels_path.empty())
+    throw std::invalid_argument("data.kind 'npy' needs data.features_path and data.labels_path");
+  const NpyArray fx = read_npy(c.features_path);
+  const NpyArray fy = read_npy(c.labels_path);
+  if (fx.fortran_order || fy.fortran_order) throw std::invalid_argument("Fortran-order .npy arrays are not supported");
+  if (fx.shape.size() != 2)
+    throw std::invalid_argument(fmt::format("'{}': features must be 2-D (N, F), got {} dimensions", c.features_path, fx.shape.size()));
+  const size_t n = fx.shape[0];
+  d.features = int(fx.shape[1]);
+  if (fy.shape.empty() || fy.shape[0] != n || fy.shape.size() > 2)
+    throw std::invalid_argument(fmt::format("'{}': labels must have shape ({},) or ({}, O) to match the {} feature rows",
+                                            c.labels_path, n, n, n));
+  const bool integer_labels = fy.descr == "<i4" || fy.descr == "<i8";
+  const std::vector<double> x = npy_values(fx, c.features_path), y = npy_values(fy, c.labels_path);
+  if (!(c.heldout_fraction >= 0 && c.heldout_fraction < 1))
+    throw std::invalid_argument(fmt::format("data.heldout_fraction {} is out of range; allowed: [0, 1)", c.heldout_fraction));
+  const size_t held = size_t(std::floor(double(n) * c.heldout_fraction));
+  const size_t train = n - held;
+  if (train < 1) throw std::invalid_argument(fmt::format("'{}': no training rows after the held-out split", c.features_path));
+  const size_t f = d.features;
+  d.x_train.assign(x.begin(), x.begin() + train * f);
+  d.x_heldout.assign(x.begin() + train * f, x.end());
+  if (integer_labels) {
+    if (fy.shape.size() != 1) throw std::invalid_argument(fmt::format("'{}': integer class labels must be 1-D", c.labels_path));
+    d.task = Task::kClassification;
+    d.outputs = c.classes;
+    for (size_t i = 0; i < n; ++i)
+      if (y[i] < 0 || y[i] >= c.classes)
+        throw std::invalid_argument(fmt::format("'{}': label {} at row {} is outside [0, {}) (data.classes)", c.labels_path, y[i], i, c.classes));
+    d.y_train.assign(y.begin(), y.begin() + train);
+    d.y_heldout.assign(y.begin() + train, y.end());
+  } else {
+    d.task = Task::kRegression;
+    d.outputs = fy.shape.size() == 2 ? int(fy.shape[1]) : 1;
+    d.t_train.assign(y.begin(), y.begin() + train * d.outputs);
+    d.t_heldout.assign(y.begin() + train * d.outputs, y.end());
+  }
+}
+
+}  // namespace
+
+Dataset make_dataset(const DataConfig& c, uint64_t seed) {
+  Dataset d;
+  if (c.kind == "npy") {
+    from_npy(d, c);
+    return d;
+  }
+  if (c.features < 1 || c.train_size < 1 || c.heldout_size < 1)
+    throw std::invalid_argument(fmt::format("data: features ({}), train_size ({}) and heldout_size ({}) must be >= 1",
+                                            c.features, c.train_size, c.heldout_size));
+  d.features = c.features;
+  if (c.kind == "gaussian-mixture") {
+    if (c.classes < 2) throw std::invalid_argument(fmt::format("data.classes {} must be >= 2", c.classes));
+    gaussian_mixture(d, c, seed);
+  } else if (c.kind == "teacher-student") {
+    if (c.outputs < 1 || c.teacher_hidden < 1) throw std::invalid_argument("data.outputs and data.teacher_hidden must be >= 1");
+    teacher_student(d, c, seed);
+  } else {
+    throw std::invalid_argument(fmt::format("unknown data.kind '{}'; allowed: gaussian-mixture, teacher-student, npy", c.kind));
+  }
+  return d;
+}
+
+void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t seed, uint64_t step) {
+  out.resize(batch);
+  std::vector<int> perm;
+  int64_t cached_epoch = -1;
+  for (int i = 0; i < batch; ++i) {
+    const uint64_t pos = step * uint64_t(batch) + i;
+    const int64_t epoch = int64_t(pos / train_count);
+    if (epoch != cached_epoch) {
+      // A keyed shuffle of the epoch: sort rows by a keyed uniform (ties broken by row).
+      std::vector<double> key(train_count);
+      for (int r = 0; r < train_count; ++r) key[r] = uniform01(seed, kShuffle + uint64_t(epoch) * 7919, r);
+      perm.resize(train_count);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::sort(perm.begin(), perm.end(), [&](int a, int b) { return key[a] != key[b] ? key[a] < key[b] : a < b; });
+      cached_epoch = epoch;
+    }
+    out[i] = perm[pos % train_count];
+  }
+}
+
+// One list of the keys serves both directions; the names are the config keys.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs, train_size, heldout_size, separation,
+                                   noise, teacher_hidden, target_scale, label_noise, features_path, labels_path,
+                                   heldout_fraction)
+
+nlohmann::json data_config_to_json(const DataConfig& c) { return c; }
+
+DataConfig data_config_from_json(const nlohmann::json& j) {
+  return merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
+}
+
+}  // namespace precsim

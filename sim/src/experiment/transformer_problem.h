@@ -1,0 +1,65 @@
+// The transformer on token sequences: what the runner's run_seed needs of a model and its data
+// (trainers, the batch of a step, held-out evaluation) plus the per-layer statistics it logs.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "precsim/reports/report.h"
+#include "precsim/sim/data/data.h"
+#include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/train/transformer_trainer.h"
+
+namespace precsim {
+
+struct TransformerProblem {
+  using Ref = TransformerTrainer<double>;
+  using Var = TransformerTrainer<float>;
+  const TrainConfig& c;
+  uint64_t seed;
+  SeqDataset data;
+  TransformerLayout layout;
+  std::vector<double> init;
+  std::vector<int> idx;
+  SeqBatch b;
+
+  TransformerProblem(const TrainConfig& cfg, uint64_t s)
+      : c(cfg), seed(s), data(make_seq_dataset(cfg.seq_data, cfg.transformer.context, s)),
+        layout(make_transformer_layout(cfg.transformer, data.vocab)), init(init_transformer(layout, cfg.transformer, s)) {}
+  std::unique_ptr<Ref> reference(int64_t n) const { return std::make_unique<Ref>(layout, nullptr, c.optimizer, seed, n); }
+  std::unique_ptr<Var> variant(const Recipe& r, int64_t n) const {
+    return std::make_unique<Var>(layout, &r, c.optimizer, seed, n);
+  }
+  const SeqBatch& batch(int64_t step) {
+    batch_indices(idx, data.train_rows, c.batch, seed, uint64_t(step));
+    gather_rows(b, data, idx);
+    return b;
+  }
+  template <class Tr, class S>
+  EvalResult evaluate(Tr& t, const S& s) const {
+    return t.evaluate(s, data);
+  }
+  // Logged steps: per block, the attention-logit amax and overflow fraction and, for the inputs of
+  // the four linear products, max / RMS and the FP8 delayed-scaling scale (reports/METRICS.md).
+  void observe(const Var& t, nlohmann::json& layers, int64_t step, bool log) const {
+    if (!log) return;
+    static const char* const kInputs[] = {"qkv", "proj", "fc", "fcproj"};
+    layers["step"].push_back(step);
+    const auto& st = t.last_layer_stats();
+    for (size_t l = 0; l < st.size(); ++l) {
+      const auto& s = st[l];
+      auto put = [&](const std::string& key, double v) { layers[fmt::format("l{}_{}", l, key)].push_back(json_number(v)); };
+      put("attn_logit_amax", s.score_amax);
+      put("attn_logit_overflow_fraction", s.score_count ? double(s.score_overflow) / double(s.score_count) : 0.0);
+      for (size_t i = 0; i < 4; ++i) {
+        put(fmt::format("{}_input_max_over_rms", kInputs[i]), s.input_rms[i] > 0 ? s.input_amax[i] / s.input_rms[i] : 0.0);
+        put(fmt::format("{}_input_fp8_scale", kInputs[i]), s.fp8_scale[i]);
+      }
+    }
+  }
+};
+
+}  // namespace precsim
