@@ -12,7 +12,7 @@
 #include <string>
 #include <nlohmann/json.hpp>
 
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/hw/gpu_device.h"
 
 namespace precsim {
@@ -40,7 +40,7 @@ CliRun run_cli(const std::string& args, const std::string& env = "") {
 // Whether this machine has a usable GPU (then the no-device expectations do not apply).
 bool gpu_present(std::string* why) {
   try {
-    const auto b = GpuBackend::load();
+    const auto b = GpuLibrary::load();
     b->system_info();
     return true;
   } catch (const GpuError& e) {
@@ -49,53 +49,53 @@ bool gpu_present(std::string* why) {
   }
 }
 
-TEST(GpuBackend, MissingLibraryIsNoBackend) {
+TEST(GpuLibrary, MissingLibraryIsNoBackend) {
   try {
-    GpuBackend::load_from("/nonexistent/libprecsim_gpu.so");
+    GpuLibrary::load_from("/nonexistent/libprecsim_gpu.so");
     FAIL() << "loaded a missing library";
   } catch (const GpuError& e) {
-    EXPECT_EQ(e.kind, GpuErrorKind::kNoBackend);
+    EXPECT_EQ(e.kind, GpuErrorKind::kNoLibrary);
     EXPECT_NE(std::string(e.what()).find("/nonexistent/libprecsim_gpu.so"), std::string::npos);
   }
 }
 
-TEST(GpuBackend, FileThatIsNotALibraryIsNoBackend) {
+TEST(GpuLibrary, FileThatIsNotALibraryIsNoBackend) {
   const std::string p = ::testing::TempDir() + "/not_a_library_" + std::to_string(getpid()) + ".so";
   std::ofstream(p) << "not ELF";
   try {
-    GpuBackend::load_from(p);
+    GpuLibrary::load_from(p);
     FAIL();
   } catch (const GpuError& e) {
-    EXPECT_EQ(e.kind, GpuErrorKind::kNoBackend);
+    EXPECT_EQ(e.kind, GpuErrorKind::kNoLibrary);
   }
 }
 
-TEST(GpuBackend, LibraryWithoutTheEntryPointIsNoBackend) {
+TEST(GpuLibrary, LibraryWithoutTheEntryPointIsNoBackend) {
   try {
-    GpuBackend::load_from("libm.so.6");  // a real library without precsim_gpu_backend
+    GpuLibrary::load_from("libm.so.6");  // a real library without precsim_gpu_backend
     FAIL();
   } catch (const GpuError& e) {
-    EXPECT_EQ(e.kind, GpuErrorKind::kNoBackend);
+    EXPECT_EQ(e.kind, GpuErrorKind::kNoLibrary);
     EXPECT_NE(std::string(e.what()).find("precsim_gpu_backend"), std::string::npos);
   }
 }
 
-TEST(GpuBackend, EnvironmentOverrideIsTheOnlyPlaceTried) {
+TEST(GpuLibrary, EnvironmentOverrideIsTheOnlyPlaceTried) {
   setenv("PRECSIM_GPU_LIBRARY", "/nonexistent/override.so", 1);
   try {
-    GpuBackend::load();
+    GpuLibrary::load();
     FAIL();
   } catch (const GpuError& e) {
-    EXPECT_EQ(e.kind, GpuErrorKind::kNoBackend);
+    EXPECT_EQ(e.kind, GpuErrorKind::kNoLibrary);
     EXPECT_NE(std::string(e.what()).find("PRECSIM_GPU_LIBRARY"), std::string::npos);
   }
   unsetenv("PRECSIM_GPU_LIBRARY");
 }
 
-TEST(GpuBackend, NoDriverOrDeviceIsNoDeviceWithTheCudaError) {
-  std::shared_ptr<const GpuBackend> b;
+TEST(GpuLibrary, NoDriverOrDeviceIsNoDeviceWithTheCudaError) {
+  std::shared_ptr<const GpuLibrary> b;
   try {
-    b = GpuBackend::load();
+    b = GpuLibrary::load();
   } catch (const GpuError& e) {
     GTEST_SKIP() << "the CUDA backend is not built or not loadable here: " << e.what();
   }

@@ -8,7 +8,7 @@
 #include "precsim/formats/format.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/hw/gpu_compare.h"
 #include "precsim/sim/hw/gpu_device.h"
 #include "precsim/sim/hw/gpu_probe.h"
@@ -20,7 +20,7 @@ class GpuDevice : public ::testing::Test {
  protected:
   void SetUp() override {
     try {
-      gpu_ = GpuBackend::load();
+      gpu_ = GpuLibrary::load();
       info_ = gpu_->system_info();
     } catch (const GpuError& e) {
       GTEST_SKIP() << "no usable GPU: " << e.what();
@@ -29,7 +29,7 @@ class GpuDevice : public ::testing::Test {
     cc_ = d.major * 10 + d.minor;
   }
   bool hopper() const { return cc_ == 90; }
-  std::shared_ptr<const GpuBackend> gpu_;
+  std::shared_ptr<const GpuLibrary> gpu_;
   GpuSystemInfo info_;
   int cc_ = 0;
 };

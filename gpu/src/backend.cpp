@@ -8,8 +8,8 @@ int probe(const PrecsimGpuProbeArgs*, char*, size_t);
 int probe_support(int, int, int*, char*, size_t);
 }  // namespace precsim::gpu
 
-extern "C" __attribute__((visibility("default"))) const PrecsimGpuBackend* precsim_gpu_backend(void) {
-  static const PrecsimGpuBackend table = {PRECSIM_GPU_ABI_VERSION, &precsim::gpu::system_info, &precsim::gpu::gemm,
+extern "C" __attribute__((visibility("default"))) const PrecsimGpuApi* precsim_gpu_backend(void) {
+  static const PrecsimGpuApi table = {PRECSIM_GPU_ABI_VERSION, &precsim::gpu::system_info, &precsim::gpu::gemm,
                                           &precsim::gpu::probe, &precsim::gpu::probe_support};
   return &table;
 }

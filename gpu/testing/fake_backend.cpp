@@ -144,7 +144,7 @@ int probe(const PrecsimGpuProbeArgs* p, char* err, size_t len) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const PrecsimGpuBackend* precsim_gpu_backend(void) {
-  static const PrecsimGpuBackend table = {PRECSIM_GPU_ABI_VERSION, &system_info, &gemm, &probe, &probe_support};
+extern "C" __attribute__((visibility("default"))) const PrecsimGpuApi* precsim_gpu_backend(void) {
+  static const PrecsimGpuApi table = {PRECSIM_GPU_ABI_VERSION, &system_info, &gemm, &probe, &probe_support};
   return &table;
 }

@@ -203,7 +203,7 @@ void run(const Args& args) {
         quantize(bf, rb, rb, b_tf32 ? o : QuantOptions{});
         ex = exact_gemm_sample(g, ra.data(), rb.data(), index, of);
       }
-      const ErrorStats e = measure_error(ex, c.data(), of);
+      const GemmErrorStats e = measure_error(ex, c.data(), of);
       std::cerr << fmt::format("K={} {}: {:.3f} s, {:.3f} GMAC/s\n", k, mo.name, secs,
                                static_cast<double>(m * n * k) / secs * 1e-9);
       per_model.push_back({{"model", mo.name},

@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 
 namespace precsim::cli {
 
 // Backend failures in the CLI's exit-code convention.
 [[noreturn]] inline void rethrow(const GpuError& e) {
   switch (e.kind) {
-    case GpuErrorKind::kNoBackend:
+    case GpuErrorKind::kNoLibrary:
     case GpuErrorKind::kNoDevice: throw NoDevice(std::string("no usable GPU: ") + e.what());
     case GpuErrorKind::kUnsupported:
     case GpuErrorKind::kBadArgument: throw UsageError(e.what());
@@ -27,9 +27,9 @@ namespace precsim::cli {
   throw std::runtime_error(e.what());
 }
 
-inline std::shared_ptr<const GpuBackend> backend() {
+inline std::shared_ptr<const GpuLibrary> backend() {
   try {
-    return GpuBackend::load();
+    return GpuLibrary::load();
   } catch (const GpuError& e) {
     rethrow(e);
   }
@@ -46,7 +46,7 @@ inline nlohmann::json device_json(const PrecsimGpuDevice& d) {
           {"pci_bus_id", d.pci_bus_id}};
 }
 
-inline GpuSystemInfo system_or_throw(const GpuBackend& gpu) {
+inline GpuSystemInfo system_or_throw(const GpuLibrary& gpu) {
   try {
     return gpu.system_info();
   } catch (const GpuError& e) {

@@ -14,7 +14,7 @@
 #include "precsim/reports/npy.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/hw/gpu_compare.h"
 #include "precsim/sim/hw/gpu_device.h"
 #include "precsim/sim/hw/gpu_probe.h"

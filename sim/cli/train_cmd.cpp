@@ -46,7 +46,7 @@ struct Args {
 
 // --backend cuda: every variant's matrix products also on cuBLASLt (gpu_train.h). Refuses, before
 // any step, a transformer, a missing device (exit 3) and a recipe the device cannot run (exit 2).
-TrainBackend cuda_backend(const TrainConfig& c, int device) {
+TrainTwin cuda_backend(const TrainConfig& c, int device) {
   if (c.model_type == "transformer")
     throw UsageError("--backend cuda runs the MLP only; model.type transformer has its matrix products emulated");
   const auto gpu = backend();
@@ -57,10 +57,10 @@ TrainBackend cuda_backend(const TrainConfig& c, int device) {
   } catch (const GpuError& e) {
     rethrow(e);
   }
-  TrainBackend b;
+  TrainTwin b;
   b.info = {{"name", "cuda"}, {"device", device}, {"system", system_json(sys)}};
   b.info.update(cuda_train_choices_json());
-  b.make = [gpu, dev](const Recipe& r) { return std::make_shared<CudaGemmBackend>(gpu, dev, r); };
+  b.make = [gpu, dev](const Recipe& r) { return std::make_shared<CublasGemmExecutor>(gpu, dev, r); };
   return b;
 }
 
@@ -117,7 +117,7 @@ void run(const Args& a) {
   if (a.batch > 0) j["batch"] = a.batch;
   const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
   if (a.backend == "cuda") check_output(a.out);
-  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_backend(c, a.device) : TrainBackend{});
+  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_backend(c, a.device) : TrainTwin{});
 }
 
 const Registrar reg(60, [](CLI::App& app) {

@@ -48,7 +48,7 @@ std::string backend_table(const nlohmann::json& results) {
 }  // namespace
 
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
-                      const TrainBackend& backend) {
+                      const TrainTwin& backend) {
   if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
   check_output(out);
   Report r("train");
@@ -67,8 +67,8 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   const InterruptGuard guard;
   RunHooks hooks;
   hooks.stop = [&guard] { return guard.requested(); };
-  hooks.gemm_backend = backend.make;
-  if (backend.make) hooks.backend_name = backend.info.at("name").get<std::string>();
+  hooks.gemm_executor = backend.make;
+  if (backend.make) hooks.executor_name = backend.info.at("name").get<std::string>();
   if (stream) hooks.on_logged_step = [&stream](const nlohmann::json& rec) { stream->write(rec); };
   const bool tty = isatty(STDERR_FILENO);
   int last_pct = -1;

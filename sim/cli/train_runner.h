@@ -16,8 +16,8 @@
 namespace precsim::cli {
 
 // Where the variants' matrix products also run (`--backend`): empty `make` is the emulation alone.
-struct TrainBackend {
-  std::function<std::shared_ptr<GemmBackend>(const Recipe&)> make;
+struct TrainTwin {
+  std::function<std::shared_ptr<GemmExecutor>(const Recipe&)> make;
   nlohmann::json info;  // results.backend of the report: {"name", ...}
 };
 
@@ -25,7 +25,7 @@ struct TrainBackend {
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
 // `jsonl`: "" for no stream, "-" for standard output (then no summary table), or a file.
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "",
-                      const TrainBackend& backend = {});
+                      const TrainTwin& backend = {});
 // Adds --jsonl to a training command.
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl);
 

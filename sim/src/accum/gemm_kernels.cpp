@@ -137,7 +137,7 @@ bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a
       !all_finite(x.b, x.k, x.n, x.b_ks, x.b_cs))
     return false;
   const BlockFmaParams& bp = m.block;
-  BlockPlan pl{};
+  BlockFmaPlan pl{};
   pl.block_size = bp.block_size;
   pl.promote_every = m.promote_every;
   pl.frac_bits = bp.frac_bits;

@@ -51,7 +51,7 @@ void seq_f32_tile(int64_t k, const float* a, const float* b, float* c, int64_t l
 inline constexpr double kNoExponent = -1e9;
 
 // The block-FMA parameters a vector lane needs (reference section 2.1).
-struct BlockPlan {
+struct BlockFmaPlan {
   int block_size;     // n
   int promote_every;  // N_C; 0: blocks chain over the whole K
   double frac_bits;   // F
@@ -71,7 +71,7 @@ struct BlockState {
 int64_t block_fma_width();
 // Row (av values, ae exponents: a[p], p < kl) against a packed panel (per p: width values, then
 // width exponents), one K slice starting on a block and promotion boundary.
-void block_fma_row_panel(const BlockPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
+void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
                          BlockState state);
 // The Highway target the micro-kernels use now.
 std::string gemm_simd_target();

@@ -13,7 +13,7 @@
 // result leaves the output format's normal range are flagged and redone by the scalar path.
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "../src/gemm_simd_kernel.cpp"
+#define HWY_TARGET_INCLUDE "../src/accum/gemm_simd_kernel.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -110,7 +110,7 @@ using MD = hn::Mask<DD>;
 // One block FMA for the panel's vectors of outputs: c[v] is the running value, the products run
 // over a[t] * b[t * stride + v * N + lane] for t < len. The maximum and the sum are exact (the
 // sum of integers below 2^53), so they are split over two partials per vector for throughput.
-HWY_INLINE void BlockStep(const BlockPlan& pl, const double* HWY_RESTRICT av, const double* HWY_RESTRICT ae,
+HWY_INLINE void BlockStep(const BlockFmaPlan& pl, const double* HWY_RESTRICT av, const double* HWY_RESTRICT ae,
                           const double* HWY_RESTRICT bv, const double* HWY_RESTRICT be, int64_t len, int64_t stride,
                           VD (&c)[kBlockVecs], MD (&bad)[kBlockVecs]) {
   const DD d;
@@ -176,7 +176,7 @@ HWY_INLINE void BlockStep(const BlockPlan& pl, const double* HWY_RESTRICT av, co
 // One row of op(A) against one packed panel of op(B), over one K slice that starts on a block
 // (and promotion) boundary. state holds, per output of the panel, the running block result,
 // the FP32 outer accumulator and the flag of lanes the scalar path must redo.
-void BlockRowPanel(const BlockPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
+void BlockRowPanel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
                    BlockState state) {
   const DD d;
   const hn::Rebind<float, DD> df;
@@ -234,7 +234,7 @@ void seq_f32_tile(int64_t k, const float* a, const float* b, float* c, int64_t l
   HWY_DYNAMIC_DISPATCH(SeqF32Tile)(k, a, b, c, ldc, first, fma);
 }
 int64_t block_fma_width() { return HWY_DYNAMIC_DISPATCH(BlockWidth)(); }
-void block_fma_row_panel(const BlockPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
+void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
                          BlockState state) {
   HWY_DYNAMIC_DISPATCH(BlockRowPanel)(pl, av, ae, panel, kl, state);
 }

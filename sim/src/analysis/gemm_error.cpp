@@ -51,8 +51,8 @@ ExactSample exact_gemm_sample(const GemmArgs& g, const float* a, const float* b,
   return s;
 }
 
-ErrorStats measure_error(const ExactSample& s, const double* c, const Format& out) {
-  ErrorStats e;
+GemmErrorStats measure_error(const ExactSample& s, const double* c, const Format& out) {
+  GemmErrorStats e;
   double num = 0, den = 0, sum_rel = 0, sum_ulp = 0;
   uint64_t rel_count = 0, ulp_count = 0;
   for (size_t t = 0; t < s.index.size(); ++t) {
@@ -91,7 +91,7 @@ ErrorStats measure_error(const ExactSample& s, const double* c, const Format& ou
   return e;
 }
 
-nlohmann::json to_json(const ErrorStats& e) {
+nlohmann::json to_json(const GemmErrorStats& e) {
   nlohmann::json hist = nlohmann::json::array();
   for (size_t b = 0; b < e.ulp_hist.size(); ++b) {
     const std::string label = b < kUlpBucketEdges.size() ? fmt::format("<={}", kUlpBucketEdges[b])

@@ -74,12 +74,12 @@ BatchView heldout_view(const Dataset& d) {
                    d.t_heldout.empty() ? nullptr : d.t_heldout.data(), d.heldout_count()};
 }
 
-// A variant's twin with its matrix products on another backend (RunHooks::gemm_backend): the same
+// A variant's twin with its matrix products on another backend (RunHooks::gemm_executor): the same
 // recipe, initial weights and batches, compared with the emulated variant after every step.
 template <class Var>
 struct BackendTwin {
   std::unique_ptr<Var> trainer;
-  std::shared_ptr<GemmBackend> backend;
+  std::shared_ptr<GemmExecutor> backend;
   RunState<float> state;
   json series = json::object();
   double max_abs_loss_diff = 0, max_weight_rel_err = 0, weight_rel_err = 0, last_loss = 0;
@@ -233,11 +233,11 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
         v.unsplit->set_split(ParallelSpec{}, AccumulationSpec{});
       }
     if constexpr (std::is_same_v<typename P::Var, Trainer<float>>)
-      if (hooks.gemm_backend) {
+      if (hooks.gemm_executor) {
         v.twin = std::make_unique<BackendTwin<typename P::Var>>();
         v.twin->trainer = p.variant(r, n_steps);
-        v.twin->backend = hooks.gemm_backend(r);
-        v.twin->trainer->set_gemm_backend(v.twin->backend);
+        v.twin->backend = hooks.gemm_executor(r);
+        v.twin->trainer->set_gemm_executor(v.twin->backend);
         v.twin->state = v.twin->trainer->init_state(init);
       }
     runs.push_back(std::move(v));
@@ -455,7 +455,7 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
                     {"histograms", v.histograms},
                     {"fp8_delayed_scales", fp8}});
     if (!v.layers.empty()) vars.back()["layers"] = v.layers;
-    if (v.twin) vars.back()["backend"] = twin_json(*v.twin, hooks.backend_name);
+    if (v.twin) vars.back()["backend"] = twin_json(*v.twin, hooks.executor_name);
   }
   out["variants"] = vars;
   return out;
@@ -522,8 +522,8 @@ json memory_estimate(const Recipe& r, const TransformerLayout& l, const Optimize
 nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
   const bool transformer = c.model_type == "transformer";
-  if (transformer && hooks.gemm_backend)
-    throw std::invalid_argument("the " + hooks.backend_name +
+  if (transformer && hooks.gemm_executor)
+    throw std::invalid_argument("the " + hooks.executor_name +
                                 " GEMM backend runs the MLP only; model.type transformer has its matrix products emulated");
   // Build everything that can fail before the first step.
   for (int s = 0; s < c.seeds; ++s) {

@@ -66,7 +66,7 @@ nlohmann::json to_json(const PrecsimGpuGemmResult& r) {
           {"heuristic_results", r.heuristic_results}};
 }
 
-std::vector<double> device_gemm(const GpuBackend& gpu, const DeviceGemmSpec& s, const std::vector<float>& a,
+std::vector<double> device_gemm(const GpuLibrary& gpu, const DeviceGemmSpec& s, const std::vector<float>& a,
                                 const std::vector<float>& b, PrecsimGpuGemmResult* result) {
   const GpuType& ta = gpu_type(s.a_type);
   const GpuType& tb = gpu_type(s.b_type);
@@ -129,7 +129,7 @@ const ProbeInstr& probe_instr(std::string_view name) {
   throw std::invalid_argument("unknown probe instruction '" + std::string(name) + "'; allowed: " + allowed);
 }
 
-ProbeRunner instr_runner(const GpuBackend& gpu, int device, const ProbeInstr& instr, int k) {
+ProbeRunner instr_runner(const GpuLibrary& gpu, int device, const ProbeInstr& instr, int k) {
   return [&gpu, device, instr, k](const std::vector<ProbeVector>& vs) {
     const GpuType& ti = gpu_type(instr.in);
     const GpuType& to = gpu_type(instr.out);
@@ -155,7 +155,7 @@ ProbeRunner instr_runner(const GpuBackend& gpu, int device, const ProbeInstr& in
   };
 }
 
-ProbeRunner gemm_runner(const GpuBackend& gpu, const DeviceGemmSpec& spec, int k, nlohmann::json* algos) {
+ProbeRunner gemm_runner(const GpuLibrary& gpu, const DeviceGemmSpec& spec, int k, nlohmann::json* algos) {
   return [&gpu, spec, k, algos](const std::vector<ProbeVector>& vs) {
     DeviceGemmSpec s = spec;
     const int64_t size = (static_cast<int64_t>(vs.size()) + 15) / 16 * 16;

@@ -119,16 +119,16 @@ void check_cuda_recipe(const Recipe& r, const PrecsimGpuDevice& dev) {
 
 bool cuda_fp8_fast_accum(GemmPass pass) { return pass == GemmPass::kForward; }
 
-CudaGemmBackend::CudaGemmBackend(std::shared_ptr<const GpuBackend> gpu, const PrecsimGpuDevice& dev, const Recipe& r)
+CublasGemmExecutor::CublasGemmExecutor(std::shared_ptr<const GpuLibrary> gpu, const PrecsimGpuDevice& dev, const Recipe& r)
     : gpu_(std::move(gpu)), device_(dev.index), specs_{r.forward, r.dgrad, r.wgrad} {
   check_cuda_recipe(r, dev);
   for (auto& a : algorithms_) a = nlohmann::json::array();
 }
 
-void CudaGemmBackend::gemm(GemmPass pass, const AccumModel&, const GemmArgs& g, const float* a, const float* b,
+void CublasGemmExecutor::gemm(GemmPass pass, const AccumModel&, const GemmArgs& g, const float* a, const float* b,
                            float* c) {
   if (g.lda || g.ldb || g.ldc || g.alpha != 1.0 || g.beta != 0.0 || g.a_scales.scale || g.b_scales.scale)
-    throw std::logic_error("CudaGemmBackend: packed operands, alpha 1, beta 0 and no block scales only");
+    throw std::logic_error("CublasGemmExecutor: packed operands, alpha 1, beta 0 and no block scales only");
   const auto p = static_cast<size_t>(pass);
   const GemmSpec& spec = specs_[p];
   const GpuType& ta = *device_type(spec.a);
@@ -171,7 +171,7 @@ void CudaGemmBackend::gemm(GemmPass pass, const AccumModel&, const GemmArgs& g, 
   if (std::find(seen.begin(), seen.end(), algo) == seen.end()) seen.push_back(algo);
 }
 
-nlohmann::json CudaGemmBackend::report() const {
+nlohmann::json CublasGemmExecutor::report() const {
   nlohmann::json j = nlohmann::json::object();
   for (size_t p = 0; p < 3; ++p) j[kPassNames[p]] = {{"gemm_calls", calls_[p]}, {"algorithms", algorithms_[p]}};
   return j;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -55,7 +56,7 @@ struct Trainer<T>::Impl {
   int64_t total_steps;
   std::array<AccumModel, 3> accum;
   std::array<OperandQuantizer, 6> operand;  // (gemm kind) * 2 + (0: a, 1: b)
-  std::shared_ptr<GemmBackend> backend;     // null: the emulated gemm()
+  std::shared_ptr<GemmExecutor> backend;     // null: the emulated gemm()
 
   // Workspace, sized for the current batch.
   int rows = 0;
@@ -545,7 +546,7 @@ const std::vector<T>& Trainer<T>::last_activation_grads() const {
 }
 
 template <class T>
-void Trainer<T>::set_gemm_backend(std::shared_ptr<GemmBackend> b) {
+void Trainer<T>::set_gemm_executor(std::shared_ptr<GemmExecutor> b) {
   if (b && impl_->exact()) throw std::logic_error("the FP64 reference has no GEMM backend");
   impl_->backend = std::move(b);
 }

@@ -1,5 +1,6 @@
 #include "precsim/sim/train/split_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 

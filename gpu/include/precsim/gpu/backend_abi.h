@@ -121,9 +121,9 @@ typedef struct {
   /* Instruction k (16, 8 or 32) and whether this build and device can run it: 0 yes, else a
      PrecsimGpuStatus with the reason in err. */
   int (*probe_support)(int device, int instr, int* instr_k, char* err, size_t err_len);
-} PrecsimGpuBackend;
+} PrecsimGpuApi;
 
-typedef const PrecsimGpuBackend* (*PrecsimGpuBackendEntry)(void);
+typedef const PrecsimGpuApi* (*PrecsimGpuApiEntry)(void);
 #define PRECSIM_GPU_ENTRY_SYMBOL "precsim_gpu_backend"
 
 #ifdef __cplusplus

@@ -29,7 +29,7 @@ ExactSample exact_gemm_sample(const GemmArgs& g, const float* a, const float* b,
 // Upper edges of the |ulp error| histogram buckets; the last bucket holds everything larger.
 inline constexpr std::array<int64_t, 7> kUlpBucketEdges = {0, 1, 2, 4, 8, 16, 256};
 
-struct ErrorStats {
+struct GemmErrorStats {
   uint64_t count = 0;
   uint64_t exact_zero = 0;      // samples whose exact value is 0 (left out of relative errors)
   uint64_t nonfinite = 0;       // model gave NaN or Inf where the exact value is finite
@@ -41,7 +41,7 @@ struct ErrorStats {
   std::array<uint64_t, kUlpBucketEdges.size() + 1> ulp_hist{};  // |ulps| <= edge, ..., > last
 };
 // c: the model's M x N output (row-major, ld n), values of out.
-ErrorStats measure_error(const ExactSample& s, const double* c, const Format& out);
-nlohmann::json to_json(const ErrorStats& e);
+GemmErrorStats measure_error(const ExactSample& s, const double* c, const Format& out);
+nlohmann::json to_json(const GemmErrorStats& e);
 
 }  // namespace precsim

@@ -22,7 +22,7 @@
 
 namespace precsim {
 
-class GemmBackend;
+class GemmExecutor;
 
 struct TrainConfig {
   std::string model_type = "mlp";  // mlp | transformer (model.type)
@@ -68,9 +68,9 @@ struct RunHooks {
   // When set (`precsim train --backend cuda`), every variant of an MLP also runs as a twin whose
   // matrix products go to the backend made here for its recipe, from the same initial weights on
   // the same batches; each run's variant then reports the twin's per-step differences from the
-  // emulated variant under "backend" (METRICS.md). `backend_name` names it there.
-  std::function<std::shared_ptr<GemmBackend>(const Recipe&)> gemm_backend;
-  std::string backend_name;
+  // emulated variant under "backend" (METRICS.md). `executor_name` names it there.
+  std::function<std::shared_ptr<GemmExecutor>(const Recipe&)> gemm_executor;
+  std::string executor_name;
 };
 
 // The results object of a train report. Throws std::invalid_argument on data or shape errors

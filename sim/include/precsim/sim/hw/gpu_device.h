@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "precsim/formats/format.h"
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/hw/gpu_probe.h"
 
 namespace precsim {
@@ -41,7 +41,7 @@ std::string gemm_out_type(const DeviceGemmSpec& s);
 nlohmann::json to_json(const PrecsimGpuGemmResult& r);
 
 // D = A B with A row-major m x k and B row-major k x n (values of their types); D row-major m x n.
-std::vector<double> device_gemm(const GpuBackend& gpu, const DeviceGemmSpec& s, const std::vector<float>& a,
+std::vector<double> device_gemm(const GpuLibrary& gpu, const DeviceGemmSpec& s, const std::vector<float>& a,
                                 const std::vector<float>& b, PrecsimGpuGemmResult* result);
 
 // Probe instructions by name: wmma-f16, wmma-bf16, wmma-tf32, wmma-f16-f16, mma-e4m3, mma-e5m2,
@@ -54,9 +54,9 @@ struct ProbeInstr {
 const std::vector<ProbeInstr>& probe_instrs();
 const ProbeInstr& probe_instr(std::string_view name);
 
-ProbeRunner instr_runner(const GpuBackend& gpu, int device, const ProbeInstr& instr, int k);
+ProbeRunner instr_runner(const GpuLibrary& gpu, int device, const ProbeInstr& instr, int k);
 // Each batch is one GEMM with m = n = the batch size rounded up to 16: vector i is row i of A and
 // column i of B, and its result is D(i, i). Every call's algorithm goes into *algos.
-ProbeRunner gemm_runner(const GpuBackend& gpu, const DeviceGemmSpec& spec, int k, nlohmann::json* algos);
+ProbeRunner gemm_runner(const GpuLibrary& gpu, const DeviceGemmSpec& spec, int k, nlohmann::json* algos);
 
 }  // namespace precsim

@@ -1,7 +1,7 @@
 // `precsim train --backend cuda`: a variant's matrix products (forward, dgrad, wgrad) on cuBLASLt in
 // the recipe's formats, with everything else (operand quantization, elementwise ops, loss scaling,
 // optimizer) computed by the same Trainer as the emulated variant. The runner steps this twin beside
-// the emulated variant from the same weights on the same batches (runner.h, RunHooks::gemm_backend).
+// the emulated variant from the same weights on the same batches (runner.h, RunHooks::gemm_executor).
 #pragma once
 
 #include <array>
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/formats/format.h"
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/step_types.h"
 
@@ -43,10 +43,10 @@ void check_cuda_recipe(const Recipe& r, const PrecsimGpuDevice& dev);
 // wgrad, as Transformer Engine does (its split accumulator is on for the backward products).
 bool cuda_fp8_fast_accum(GemmPass pass);
 
-class CudaGemmBackend : public GemmBackend {
+class CublasGemmExecutor : public GemmExecutor {
  public:
   // Checks the recipe (check_cuda_recipe) first.
-  CudaGemmBackend(std::shared_ptr<const GpuBackend> gpu, const PrecsimGpuDevice& dev, const Recipe& r);
+  CublasGemmExecutor(std::shared_ptr<const GpuLibrary> gpu, const PrecsimGpuDevice& dev, const Recipe& r);
   // The accumulation model is the device's own; `model` (the emulation's) is not used. FP8 operands
   // are padded with zeros to multiples of 16 in m, n and k (cuBLASLt's alignment), which adds
   // nothing to any dot product.
@@ -56,7 +56,7 @@ class CudaGemmBackend : public GemmBackend {
   nlohmann::json report() const override;
 
  private:
-  std::shared_ptr<const GpuBackend> gpu_;
+  std::shared_ptr<const GpuLibrary> gpu_;
   int device_;
   std::array<GemmSpec, 3> specs_;
   std::array<uint64_t, 3> calls_{};

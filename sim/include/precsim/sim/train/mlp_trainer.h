@@ -48,7 +48,7 @@ class Trainer {
   const std::vector<T>& last_activation_grads() const;
   // Runs this trainer's matrix products on `b` (nullptr: the emulated gemm()). A recipe's trainer
   // only: the reference computes in FP64 without one.
-  void set_gemm_backend(std::shared_ptr<GemmBackend> b);
+  void set_gemm_executor(std::shared_ptr<GemmExecutor> b);
 
   struct Impl;
 

@@ -1,7 +1,7 @@
 // What every trainer's step works with, whatever the model: the state of a run (weights, master
 // copy, optimizer states, loss scaler, delayed-scaling histories), what a step reports (loss,
 // skipped steps, rounding statistics per role), an evaluation's result, and where a variant's matrix
-// products run (GemmBackend).
+// products run (GemmExecutor).
 #pragma once
 
 #include <array>
@@ -29,9 +29,9 @@ enum class GemmPass : int { kForward = 0, kDgrad = 1, kWgrad = 2 };
 // recipe's formats, and must write C (m x n, row-major, packed) = op(A) op(B) as GemmArgs lays
 // them out; `model` is the recipe's accumulation model for that product, which the emulation
 // would use.
-class GemmBackend {
+class GemmExecutor {
  public:
-  virtual ~GemmBackend() = default;
+  virtual ~GemmExecutor() = default;
   virtual void gemm(GemmPass pass, const AccumModel& model, const GemmArgs& args, const float* a, const float* b,
                     float* c) = 0;
   // What a report should know of the backend's calls (algorithms chosen, options), as a JSON object.

@@ -1,5 +1,5 @@
 // dlopen of libprecsim_gpu.so and the C++ face of its function table.
-#include "precsim/sim/hw/gpu_backend.h"
+#include "precsim/sim/hw/gpu_library.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -49,35 +49,35 @@ GpuErrorKind gpu_error_kind(int status) {
   }
 }
 
-std::shared_ptr<const GpuBackend> GpuBackend::load_from(const std::string& path) {
+std::shared_ptr<const GpuLibrary> GpuLibrary::load_from(const std::string& path) {
   // A library without its own path separators is looked up by the system; a relative path with
   // one is taken as given.
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
     const char* e = dlerror();
-    throw GpuError(GpuErrorKind::kNoBackend, path + ": " + (e ? e : "dlopen failed"));
+    throw GpuError(GpuErrorKind::kNoLibrary, path + ": " + (e ? e : "dlopen failed"));
   }
-  auto entry = reinterpret_cast<PrecsimGpuBackendEntry>(dlsym(h, PRECSIM_GPU_ENTRY_SYMBOL));
+  auto entry = reinterpret_cast<PrecsimGpuApiEntry>(dlsym(h, PRECSIM_GPU_ENTRY_SYMBOL));
   if (entry == nullptr) {
     dlclose(h);
-    throw GpuError(GpuErrorKind::kNoBackend, path + ": no symbol " PRECSIM_GPU_ENTRY_SYMBOL);
+    throw GpuError(GpuErrorKind::kNoLibrary, path + ": no symbol " PRECSIM_GPU_ENTRY_SYMBOL);
   }
-  const PrecsimGpuBackend* table = entry();
+  const PrecsimGpuApi* table = entry();
   if (table == nullptr || table->abi_version != PRECSIM_GPU_ABI_VERSION) {
     const int v = table ? table->abi_version : -1;
     dlclose(h);
-    throw GpuError(GpuErrorKind::kNoBackend, path + ": backend ABI version " + std::to_string(v) +
+    throw GpuError(GpuErrorKind::kNoLibrary, path + ": backend ABI version " + std::to_string(v) +
                                                  ", this precsim needs " + std::to_string(PRECSIM_GPU_ABI_VERSION));
   }
-  return std::shared_ptr<const GpuBackend>(new GpuBackend(h, table, path));
+  return std::shared_ptr<const GpuLibrary>(new GpuLibrary(h, table, path));
 }
 
-std::shared_ptr<const GpuBackend> GpuBackend::load() {
+std::shared_ptr<const GpuLibrary> GpuLibrary::load() {
   if (const char* env = std::getenv("PRECSIM_GPU_LIBRARY"); env != nullptr && *env != '\0') {
     try {
       return load_from(env);
     } catch (const GpuError& e) {
-      throw GpuError(GpuErrorKind::kNoBackend,
+      throw GpuError(GpuErrorKind::kNoLibrary,
                      std::string("the CUDA backend named by PRECSIM_GPU_LIBRARY could not be loaded: ") + e.what());
     }
   }
@@ -94,19 +94,19 @@ std::shared_ptr<const GpuBackend> GpuBackend::load() {
       tried += std::string("\n  ") + e.what();
     }
   }
-  throw GpuError(GpuErrorKind::kNoBackend,
+  throw GpuError(GpuErrorKind::kNoLibrary,
                  "the CUDA backend (libprecsim_gpu.so) could not be loaded; it is built when nvcc is found "
                  "(PRECSIM_CUDA=AUTO|ON) and needs the CUDA 13 runtime and cuBLASLt. Tried:" +
                      tried);
 }
 
-GpuBackend::~GpuBackend() {
+GpuLibrary::~GpuLibrary() {
   // The CUDA runtime registers exit handlers inside the library; unloading it before exit would
   // leave them dangling, so the handle stays open for the life of the process.
   (void)handle_;
 }
 
-GpuSystemInfo GpuBackend::system_info() const {
+GpuSystemInfo GpuLibrary::system_info() const {
   GpuSystemInfo info;
   info.library = path_;
   std::array<PrecsimGpuDevice, 64> devs{};
@@ -119,7 +119,7 @@ GpuSystemInfo GpuBackend::system_info() const {
   return info;
 }
 
-PrecsimGpuGemmResult GpuBackend::gemm(const PrecsimGpuGemmArgs& args) const {
+PrecsimGpuGemmResult GpuLibrary::gemm(const PrecsimGpuGemmArgs& args) const {
   PrecsimGpuGemmResult r{};
   std::array<char, 1024> err{};
   const int status = table_->gemm(&args, &r, err.data(), err.size());
@@ -127,7 +127,7 @@ PrecsimGpuGemmResult GpuBackend::gemm(const PrecsimGpuGemmArgs& args) const {
   return r;
 }
 
-int GpuBackend::probe_k(int device, int instr) const {
+int GpuLibrary::probe_k(int device, int instr) const {
   int k = 0;
   std::array<char, 1024> err{};
   const int status = table_->probe_support(device, instr, &k, err.data(), err.size());
@@ -135,7 +135,7 @@ int GpuBackend::probe_k(int device, int instr) const {
   return k;
 }
 
-void GpuBackend::probe(const PrecsimGpuProbeArgs& args) const {
+void GpuLibrary::probe(const PrecsimGpuProbeArgs& args) const {
   std::array<char, 1024> err{};
   const int status = table_->probe(&args, err.data(), err.size());
   check(status, err.data());

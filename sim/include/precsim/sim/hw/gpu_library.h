@@ -14,7 +14,7 @@
 namespace precsim {
 
 enum class GpuErrorKind {
-  kNoBackend,    // the library is missing or cannot be loaded (no CUDA runtime, not built)
+  kNoLibrary,    // the library is missing or cannot be loaded (no CUDA runtime, not built)
   kNoDevice,     // no driver, an insufficient driver, or no device (CUDA errors 35, 100)
   kUnsupported,  // not available on this device or in this build
   kBadArgument,
@@ -32,14 +32,14 @@ struct GpuSystemInfo {
   std::string library;  // path of the loaded backend
 };
 
-class GpuBackend {
+class GpuLibrary {
  public:
   // Loads the backend: $PRECSIM_GPU_LIBRARY when set (and nothing else), else libprecsim_gpu.so
   // beside the executable, in ../lib, in the build tree, then the system search path. Throws
-  // GpuError(kNoBackend) listing every place tried and why it failed.
-  static std::shared_ptr<const GpuBackend> load();
-  static std::shared_ptr<const GpuBackend> load_from(const std::string& path);
-  ~GpuBackend();
+  // GpuError(kNoLibrary) listing every place tried and why it failed.
+  static std::shared_ptr<const GpuLibrary> load();
+  static std::shared_ptr<const GpuLibrary> load_from(const std::string& path);
+  ~GpuLibrary();
 
   const std::string& path() const { return path_; }
   GpuSystemInfo system_info() const;
@@ -49,10 +49,10 @@ class GpuBackend {
   void probe(const PrecsimGpuProbeArgs& args) const;
 
  private:
-  GpuBackend(void* handle, const PrecsimGpuBackend* table, std::string path)
+  GpuLibrary(void* handle, const PrecsimGpuApi* table, std::string path)
       : handle_(handle), table_(table), path_(std::move(path)) {}
   void* handle_;
-  const PrecsimGpuBackend* table_;
+  const PrecsimGpuApi* table_;
   std::string path_;
 };
 
