@@ -16,8 +16,10 @@ presets=(fp32 bf16-amp fp16-amp fp16-amp-static fp16-noscale bf16-pure bf16-pure
          fp8-delayed fp8-current fp8-blockwise mxfp8 mxfp6 mxfp4 nvfp4 ddp8-bf16-ring ddp8-bf16-tree
          ddp8-bf16-fp32acc accum16-bf16-buffer accum16-bf16-sr accum16-bf16-kahan accum-hf-bug
          ddp8-bn-local ddp8-bn-sync)
-recipes_json="$(printf '"%s",' "${presets[@]}")"
-recipes_json="[${recipes_json%,}]"
+as_json() { local s; s="$(printf '"%s",' "$@")"; echo "[${s%,}]"; }
+recipes_json="$(as_json "${presets[@]}")"
+# BatchNorm statistics presets need BatchNorm layers: the other models take the rest.
+no_bn_json="$(as_json "${presets[@]/ddp8-bn-*/}" | sed 's/"",//g; s/,""//g')"
 
 cat > split.json <<'EOF'
 {"steps": 200, "batch": 64, "data": {"separation": 1.0},
@@ -36,7 +38,7 @@ EOF
 cat > presets_ln.json <<EOF
 {"steps": 24, "batch": 64, "shadow_every": 4, "log_every": 3, "eval_every": 8,
  "model": {"hidden": [48, 48], "layernorm": true, "residual": true},
- "optimizer": {"kind": "adamw", "lr": 0.003}, "recipes": $recipes_json}
+ "optimizer": {"kind": "adamw", "lr": 0.003}, "recipes": $no_bn_json}
 EOF
 cat > presets_bn.json <<EOF
 {"steps": 16, "batch": 64, "shadow_every": 5, "model": {"hidden": [32, 32], "batchnorm": true},
@@ -46,7 +48,7 @@ EOF
 cat > presets_gpt.json <<EOF
 {"steps": 6, "batch": 16, "shadow_every": 2, "log_every": 1, "eval_every": 3,
  "model": {"type": "transformer", "layers": 1, "heads": 2, "width": 16, "context": 12},
- "data": {"kind": "sort"}, "recipes": $recipes_json}
+ "data": {"kind": "sort"}, "recipes": $no_bn_json}
 EOF
 
 run() {  # name, then the command's arguments (the report goes to name.json)
