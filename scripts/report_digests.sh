@@ -47,7 +47,7 @@ cat > presets_bn.json <<EOF
 EOF
 cat > presets_gpt.json <<EOF
 {"steps": 6, "batch": 16, "shadow_every": 2, "log_every": 1, "eval_every": 3,
- "model": {"type": "transformer", "layers": 1, "heads": 2, "width": 16, "context": 12},
+ "model": {"type": "transformer", "layers": 1, "heads": 2, "width": 16, "context": 16},
  "data": {"kind": "sort"}, "recipes": $no_bn_json}
 EOF
 
