@@ -35,6 +35,35 @@ json train_config_to_json(const TrainConfig& c) {
           {"recipes", recipes}};
 }
 
+namespace {
+
+// The recipes of a config: preset names, or objects {"name", "preset", overrides...}; names unique.
+std::vector<Recipe> recipes_from_json(const json& list) {
+  std::vector<Recipe> out;
+  std::set<std::string> names;
+  for (const auto& r : list) {
+    Recipe rec;
+    if (r.is_string()) {
+      rec = recipe_preset(r.get<std::string>());
+    } else if (r.is_object()) {
+      if (!r.contains("name") || !r["name"].is_string())
+        throw std::invalid_argument("a recipe object needs a string 'name' (and optionally 'preset' and overrides): " + r.dump());
+      json o = r;
+      const std::string name = o["name"];
+      o.erase("name");
+      rec = recipe_from_json(o, o.contains("preset") ? o["preset"].get<std::string>() : name);
+      rec.name = name;
+    } else {
+      throw std::invalid_argument("recipes: each entry is a preset name or an object, got " + r.dump());
+    }
+    if (!names.insert(rec.name).second) throw std::invalid_argument("recipes: the name '" + rec.name + "' appears twice");
+    out.push_back(rec);
+  }
+  return out;
+}
+
+}  // namespace
+
 TrainConfig train_config_from_json(const json& j) {
   if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object at the top level");
   TrainConfig c;
@@ -88,25 +117,7 @@ TrainConfig train_config_from_json(const json& j) {
     throw std::invalid_argument(fmt::format("model.type '{}' is unknown; allowed: mlp, transformer", c.model_type));
   }
   c.optimizer = optimizer_config_from_json(top.value("optimizer", json::object()));
-  std::set<std::string> names;
-  for (const auto& r : m["recipes"]) {
-    Recipe rec;
-    if (r.is_string()) {
-      rec = recipe_preset(r.get<std::string>());
-    } else if (r.is_object()) {
-      if (!r.contains("name") || !r["name"].is_string())
-        throw std::invalid_argument("a recipe object needs a string 'name' (and optionally 'preset' and overrides): " + r.dump());
-      json o = r;
-      const std::string name = o["name"];
-      o.erase("name");
-      rec = recipe_from_json(o, o.contains("preset") ? o["preset"].get<std::string>() : name);
-      rec.name = name;
-    } else {
-      throw std::invalid_argument("recipes: each entry is a preset name or an object, got " + r.dump());
-    }
-    if (!names.insert(rec.name).second) throw std::invalid_argument("recipes: the name '" + rec.name + "' appears twice");
-    c.variants.push_back(rec);
-  }
+  c.variants = recipes_from_json(m["recipes"]);
   if (c.variants.empty()) throw std::invalid_argument("recipes: give at least one recipe");
   for (const Recipe& r : c.variants) {
     check_split(r.parallel, r.accumulation, c.batch, r.name);

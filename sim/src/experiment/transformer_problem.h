@@ -12,23 +12,20 @@
 #include "precsim/sim/data/data.h"
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/train/transformer_trainer.h"
+#include "problem.h"
 
 namespace precsim {
 
-struct TransformerProblem {
-  using Ref = TransformerTrainer<double>;
-  using Var = TransformerTrainer<float>;
-  const TrainConfig& c;
-  uint64_t seed;
-  SeqDataset data;
-  TransformerLayout layout;
-  std::vector<double> init;
+struct TransformerProblem
+    : ProblemBase<TransformerTrainer<double>, TransformerTrainer<float>, SeqDataset, TransformerLayout> {
   std::vector<int> idx;
   SeqBatch b;
 
   TransformerProblem(const TrainConfig& cfg, uint64_t s)
-      : c(cfg), seed(s), data(make_seq_dataset(cfg.seq_data, cfg.transformer.context, s)),
-        layout(make_transformer_layout(cfg.transformer, data.vocab)), init(init_transformer(layout, cfg.transformer, s)) {}
+      : ProblemBase(cfg, s, make_seq_dataset(cfg.seq_data, cfg.transformer.context, s)) {
+    layout = make_transformer_layout(cfg.transformer, data.vocab);
+    init = init_transformer(layout, cfg.transformer, s);
+  }
   std::unique_ptr<Ref> reference(int64_t n) const { return std::make_unique<Ref>(layout, nullptr, c.optimizer, seed, n); }
   std::unique_ptr<Var> variant(const Recipe& r, int64_t n) const {
     return std::make_unique<Var>(layout, &r, c.optimizer, seed, n);
