@@ -111,7 +111,7 @@ void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_
           sv.v[dst] = src[2 * c];
         }
   transpose(sv.vt.data(), sv.v.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, TfPass::kForward, layer, sv.scores.data(), sv.q.data(), sv.k.data(), seq, seq, hs, bh);
+  nx.gemm(TfSite::kScores, GemmPass::kForward, layer, sv.scores.data(), sv.q.data(), sv.k.data(), seq, seq, hs, bh);
   // Masked scores are never read: zero them so that statistics and roundings see only real logits.
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
@@ -124,7 +124,7 @@ void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_
   masked_softmax_forward(sv.probs.data(), sv.scores.data(), key_valid, scale, batch, heads, seq, nx);
   nx.round(TfPoint::kScores, layer, sv.probs);
   std::vector<T> y(head_elems);  // (B,NH,T,hs)
-  nx.gemm(TfSite::kAttnV, TfPass::kForward, layer, y.data(), sv.probs.data(), sv.vt.data(), seq, hs, seq, bh);
+  nx.gemm(TfSite::kAttnV, GemmPass::kForward, layer, y.data(), sv.probs.data(), sv.vt.data(), seq, hs, seq, bh);
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < seq; ++t)
       for (int h = 0; h < heads; ++h)
@@ -145,20 +145,20 @@ void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int
         for (int i = 0; i < hs; ++i)
           dy[((size_t(b) * heads + h) * seq + t) * hs + i] = dout[(size_t(b) * seq + t) * c + size_t(h) * hs + i];
   // dP = dY V^T (dgrad); dV^T = dY^T P (wgrad: the gradient is operand A).
-  nx.gemm(TfSite::kAttnV, TfPass::kDgrad, layer, dp.data(), dy.data(), sv.v.data(), seq, seq, hs, bh);
+  nx.gemm(TfSite::kAttnV, GemmPass::kDgrad, layer, dp.data(), dy.data(), sv.v.data(), seq, seq, hs, bh);
   transpose(dyt.data(), dy.data(), hs, seq, bh);
   transpose(tmp.data(), sv.probs.data(), seq, seq, bh);
-  nx.gemm(TfSite::kAttnV, TfPass::kWgrad, layer, dvt.data(), dyt.data(), tmp.data(), hs, seq, seq, bh);
+  nx.gemm(TfSite::kAttnV, GemmPass::kWgrad, layer, dvt.data(), dyt.data(), tmp.data(), hs, seq, seq, bh);
   nx.round(TfPoint::kActGrad, layer, dp);
   const T scale = static_cast<T>(1.0 / std::sqrt(double(hs)));
   masked_softmax_backward(ds.data(), sv.probs.data(), dp.data(), scale, batch, heads, seq);
   nx.round(TfPoint::kActGrad, layer, ds);
   // dQ = dS K (dgrad); dK = dS^T Q (wgrad).
   transpose(kt.data(), sv.k.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, TfPass::kDgrad, layer, dq.data(), ds.data(), kt.data(), seq, hs, seq, bh);
+  nx.gemm(TfSite::kScores, GemmPass::kDgrad, layer, dq.data(), ds.data(), kt.data(), seq, hs, seq, bh);
   transpose(tmp.data(), ds.data(), seq, seq, bh);
   transpose(qt.data(), sv.q.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, TfPass::kWgrad, layer, dk.data(), tmp.data(), qt.data(), seq, hs, seq, bh);
+  nx.gemm(TfSite::kScores, GemmPass::kWgrad, layer, dk.data(), tmp.data(), qt.data(), seq, hs, seq, bh);
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < seq; ++t)
       for (int h = 0; h < heads; ++h)
@@ -187,7 +187,7 @@ void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n,
     gemm_f64(args, a + size_t(i) * m * k, b + size_t(i) * n * k, c + size_t(i) * m * n);
 }
 
-void ReferenceNumerics::gemm(TfSite, TfPass, int, double* c, const double* a, const double* b, int m, int n, int k,
+void ReferenceNumerics::gemm(TfSite, GemmPass, int, double* c, const double* a, const double* b, int m, int n, int k,
                              int batch) {
   stacked_gemm_f64(c, a, b, m, n, k, batch);
 }

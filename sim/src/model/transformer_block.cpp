@@ -21,7 +21,7 @@ template <class T>
 void linear_forward(T* out, const T* inp, const T* w, const T* bias, int rows, int ic, int oc, TfSite site, int layer,
                     TfNumerics<T>& nx) {
   nx.observe_linear_input(site, layer, std::span<const T>(inp, size_t(rows) * ic));
-  nx.gemm(site, TfPass::kForward, layer, out, inp, w, rows, oc, ic, 1);
+  nx.gemm(site, GemmPass::kForward, layer, out, inp, w, rows, oc, ic, 1);
   bias_forward(out, bias, rows, oc);
 }
 
@@ -32,13 +32,13 @@ void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
   std::vector<T> at, bt, c(size_t(oc) * ic);
   transpose_into(at, dout, rows, oc);
   transpose_into(bt, inp, rows, ic);
-  nx.gemm(site, TfPass::kWgrad, layer, c.data(), at.data(), bt.data(), oc, ic, rows, 1);
+  nx.gemm(site, GemmPass::kWgrad, layer, c.data(), at.data(), bt.data(), oc, ic, rows, 1);
   for (size_t i = 0; i < c.size(); ++i) dw[i] += c[i];
   bias_backward(dbias, dout, rows, oc);
   if (!dinp) return;
   transpose_into(bt, w, oc, ic);
   c.resize(size_t(rows) * ic);
-  nx.gemm(site, TfPass::kDgrad, layer, c.data(), dout, bt.data(), rows, ic, oc, 1);
+  nx.gemm(site, GemmPass::kDgrad, layer, c.data(), dout, bt.data(), rows, ic, oc, 1);
   for (size_t i = 0; i < c.size(); ++i) dinp[i] += c[i];
 }
 

@@ -13,27 +13,20 @@
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/model/layers.h"
-#include "precsim/sim/train/operand_quant.h"
+#include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/sr_keys.h"
 #include "precsim/sim/train/split_step.h"
 #include "precsim/sim/train/weight_update.h"
 
 namespace precsim {
 namespace {
 
-// Stochastic-rounding step offset of evaluation passes, so they never share bits with training.
-constexpr uint64_t kEvalStep = uint64_t{1} << 40;
-enum GemmKind : int { kFwd = 0, kDgrad = 1, kWgrad = 2 };
+using sr_keys::MlpBackward;
+using sr_keys::MlpForward;
 
 template <class T>
 std::span<T> sp(std::vector<T>& v, size_t off, size_t n) {
   return std::span<T>(v.data() + off, n);
-}
-
-template <class T>
-uint64_t count_nonzero(std::span<const T> v) {
-  uint64_t n = 0;
-  for (T e : v) n += e != T(0) && std::isfinite(e);
-  return n;
 }
 
 }  // namespace
@@ -48,39 +41,64 @@ RunState<T> RunState<T>::clone() const {
 
 template <class T>
 struct Trainer<T>::Impl {
-  MlpLayout L;
-  const Recipe* r;
+  MlpLayout layout;
+  const Recipe* recipe;
   OptimizerConfig opt;
   Task task;
   uint64_t seed;
   int64_t total_steps;
-  std::array<AccumModel, 3> accum;
-  std::array<OperandQuantizer, 6> operand;  // (gemm kind) * 2 + (0: a, 1: b)
-  std::shared_ptr<GemmExecutor> backend;     // null: the emulated gemm()
+  std::array<RecipeGemm, kGemmPasses> gemms;  // by GemmPass (a recipe's trainer only)
+  std::shared_ptr<GemmExecutor> backend;       // null: the emulated gemm()
 
   // Workspace, sized for the current batch.
   int rows = 0;
-  std::vector<T> x, wc, grads;
-  std::vector<std::vector<T>> in, z, ln_out, mean, rstd, bvar, act;  // per layer
+  std::vector<T> cast_w, grads;
+  std::vector<std::vector<T>> layer_in, linear_out, norm_out, mean, rstd, bn_var, act_out;  // per layer
   bool update_running = true;  // this forward updates BatchNorm running statistics (worker 0's)
-  std::vector<T> losses, probs, targets, dz, dprev, du, dres, tmp, qa, qb, act_grads;
+  std::vector<T> losses, probs, targets, act_grads;
+  // Backward: d(linear output), d(layer input), d(activation input), d(residual stream).
+  std::vector<T> dlinear_out, dlayer_in, dact_in, dresidual;
   std::vector<int32_t> labels;
   RunState<T>* cur = nullptr;  // the state being stepped (delayed-scaling histories)
-  // The split of a step: per-worker accumulation buffers (and Kahan compensations), per-row loss
-  // gradients, and the parameter tensors in parameter order (the DDP bucket units).
-  ParallelSpec par;
-  AccumulationSpec acc;
-  std::vector<ParamRange> tensors;
-  std::vector<std::vector<T>> wacc, wcomp;
-  std::vector<T> row_dloss;
+  GradientSplit<T> split;
+  std::vector<ParamRange> norm_params;  // kept in FP32 under autocast
+  std::vector<T> row_dloss;             // per-row loss gradients of one forward
   // Row groups of one forward: one, or under SyncBatchNorm one per worker (worker w's micro-batch
-  // m), each with its own GEMM calls, stochastic-rounding key and gradient (ggrads).
-  std::vector<std::vector<T>> ggrads, bn_sums;
-  std::vector<T> bn_group, bn_total;
-  std::vector<double> gx, gtargets;
-  std::vector<int32_t> glabels;
+  // m), each with its own GEMM calls, stochastic-rounding key and gradient (group_grads).
+  std::vector<std::vector<T>> group_grads, bn_group_sums;
+  std::vector<T> bn_group_stats, bn_total_sums;
+  std::vector<double> gathered_x, gathered_targets;
+  std::vector<int32_t> gathered_labels;
 
-  bool exact() const { return r == nullptr; }
+  Impl(const MlpLayout& l, const Recipe* r, const OptimizerConfig& o, Task t, uint64_t s, int64_t total)
+      : layout(l), recipe(r), opt(o), task(t), seed(s), total_steps(total),
+        split(param_tensors(l), l.param_count, r == nullptr), norm_params(norm_param_ranges(l)) {}
+
+  // The parameter tensors in parameter order (the DDP bucket units).
+  static std::vector<ParamRange> param_tensors(const MlpLayout& l) {
+    std::vector<ParamRange> t;
+    for (const auto& s : l.layers) {
+      t.push_back({s.w, size_t(s.in) * s.out});
+      t.push_back({s.b, size_t(s.out)});
+      if (s.layernorm || s.batchnorm) {
+        t.push_back({s.ln_w, size_t(s.out)});
+        t.push_back({s.ln_b, size_t(s.out)});
+      }
+    }
+    return t;
+  }
+  // layer_norm (and here batch_norm) runs in FP32 with the FP32 parameters (autocast list).
+  static std::vector<ParamRange> norm_param_ranges(const MlpLayout& l) {
+    std::vector<ParamRange> v;
+    for (const auto& s : l.layers)
+      if (s.layernorm || s.batchnorm) {
+        v.push_back({s.ln_w, size_t(s.out)});
+        v.push_back({s.ln_b, size_t(s.out)});
+      }
+    return v;
+  }
+
+  bool exact() const { return recipe == nullptr; }
 
   void round(std::span<T> v, const TensorFormat& tf, Role role, uint32_t tensor, uint64_t step, StepStats* st) {
     if (!exact()) round_role(v, tf, role, seed, step, tensor, st);
@@ -96,35 +114,35 @@ struct Trainer<T>::Impl {
   void resize(int b) {
     if (b == rows) return;
     rows = b;
-    const size_t n = L.layers.size();
-    in.assign(n + 1, {});
-    z.assign(n, {});
-    ln_out.assign(n, {});
+    const size_t n = layout.layers.size();
+    layer_in.assign(n + 1, {});
+    linear_out.assign(n, {});
+    norm_out.assign(n, {});
     mean.assign(n, {});
     rstd.assign(n, {});
-    bvar.assign(n, {});
-    act.assign(n, {});
+    bn_var.assign(n, {});
+    act_out.assign(n, {});
     for (size_t l = 0; l < n; ++l) {
-      const auto& s = L.layers[l];
-      in[l].resize(size_t(b) * s.in);
-      z[l].resize(size_t(b) * s.out);
+      const auto& s = layout.layers[l];
+      layer_in[l].resize(size_t(b) * s.in);
+      linear_out[l].resize(size_t(b) * s.out);
       if (s.layernorm || s.batchnorm) {
-        ln_out[l].resize(size_t(b) * s.out);
+        norm_out[l].resize(size_t(b) * s.out);
         mean[l].resize(s.batchnorm ? s.out : b);  // BatchNorm: per channel; LayerNorm: per row
         rstd[l].resize(s.batchnorm ? s.out : b);
-        bvar[l].resize(s.batchnorm ? s.out : 0);
+        bn_var[l].resize(s.batchnorm ? s.out : 0);
       }
-      if (s.hidden) act[l].resize(size_t(b) * s.out);
+      if (s.hidden) act_out[l].resize(size_t(b) * s.out);
     }
-    in[n].resize(size_t(b) * L.output);
+    layer_in[n].resize(size_t(b) * layout.output);
     losses.resize(b);
-    probs.resize(size_t(b) * L.output);
+    probs.resize(size_t(b) * layout.output);
   }
 
   // C = op(A) op(B) through the GEMM emulation, each operand quantized along the reduction
   // dimension from its high-precision source. a is (m,k) or, with trans_a, stored (k,m); b is
   // (k,n) or, with trans_b, stored (n,k).
-  void gemm_op(GemmKind g, int layer, T* c, const T* a, bool trans_a, const T* b, bool trans_b, int m, int n, int k,
+  void gemm_op(GemmPass pass, int layer, T* c, const T* a, bool trans_a, const T* b, bool trans_b, int m, int n, int k,
                uint64_t step, StepStats* st) {
     GemmArgs args;
     args.m = m;
@@ -137,29 +155,15 @@ struct Trainer<T>::Impl {
     if constexpr (std::is_same_v<T, double>) {
       gemm_f64(args, a, b, c);
     } else {
-      const GemmSpec& spec = g == kFwd ? r->forward : g == kDgrad ? r->dgrad : r->wgrad;
-      const Role role = g == kFwd ? Role::kGemmInForward : g == kDgrad ? Role::kGemmInDgrad : Role::kGemmInWgrad;
-      // Storage shapes and the axis of K in each.
-      const size_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
-      qa.resize(ar * ac);
-      qb.resize(br * bc);
-      QuantStats sa, sb;
-      const uint32_t tid = uint32_t(layer) * 8 + uint32_t(g) * 2;
-      const size_t slot = size_t(layer) * 6 + size_t(g) * 2;
+      const size_t slot = sr_keys::mlp_delayed_slot(layer, pass, 0);
       if (cur->delayed.size() < slot + 2) cur->delayed.resize(slot + 2);
-      args.a_format = operand[g * 2].apply(spec.a, std::span<const float>(a, qa.size()), qa, ar, ac, trans_a ? 0 : 1,
-                                           SrKey{seed, step, tid, uint32_t(role)}, &sa, &cur->delayed[slot]);
-      args.b_format = operand[g * 2 + 1].apply(spec.b, std::span<const float>(b, qb.size()), qb, br, bc, trans_b ? 1 : 0,
-                                               SrKey{seed, step, tid + 1, uint32_t(role)}, &sb, &cur->delayed[slot + 1]);
-      if (st) {
-        st->role_nonzero[size_t(role)] += count_nonzero(std::span<const T>(a, qa.size())) +
-                                          count_nonzero(std::span<const T>(b, qb.size()));
-        st->roles[size_t(role)] += sa;
-        st->roles[size_t(role)] += sb;
-      }
-      args.input_policy = InputPolicy::kTrust;
-      if (backend) backend->gemm(static_cast<GemmPass>(g), accum[g], args, qa.data(), qb.data(), c);
-      else gemm(accum[g], args, qa.data(), qb.data(), c);
+      const uint32_t role = uint32_t(gemm_operand_role(pass));
+      OperandKeys keys;
+      keys.a = SrKey{seed, step, sr_keys::mlp_gemm(layer, pass, 0), role};
+      keys.b = SrKey{seed, step, sr_keys::mlp_gemm(layer, pass, 1), role};
+      keys.delayed_a = &cur->delayed[slot];
+      keys.delayed_b = &cur->delayed[slot + 1];
+      gemms[size_t(pass)].run(args, 1, a, b, c, keys, st, backend.get());
     }
   }
 
@@ -167,85 +171,85 @@ struct Trainer<T>::Impl {
   // unbiased variance); the running ones in evaluation. With several row groups (SyncBatchNorm)
   // each group's mean and variance are combined into those of all the rows, in group order.
   void batchnorm(size_t l, bool train, int groups) {
-    const auto& s = L.layers[l];
+    const auto& s = layout.layers[l];
     T* rm = cur->bn_mean.data() + s.bn_stats;
     T* rv = cur->bn_var.data() + s.bn_stats;
     if (!train) {
-      batchnorm_inference(ln_out[l].data(), z[l].data(), wc.data() + s.ln_w, wc.data() + s.ln_b, rm, rv, rows, s.out);
+      batchnorm_inference(norm_out[l].data(), linear_out[l].data(), cast_w.data() + s.ln_w, cast_w.data() + s.ln_b, rm, rv, rows, s.out);
       return;
     }
     if (groups == 1) {
-      batchnorm_forward(ln_out[l].data(), mean[l].data(), bvar[l].data(), rstd[l].data(), z[l].data(),
-                        wc.data() + s.ln_w, wc.data() + s.ln_b, rows, s.out);
+      batchnorm_forward(norm_out[l].data(), mean[l].data(), bn_var[l].data(), rstd[l].data(), linear_out[l].data(),
+                        cast_w.data() + s.ln_w, cast_w.data() + s.ln_b, rows, s.out);
     } else {
       const int gr = rows / groups;
       const size_t c = size_t(s.out);
-      bn_group.resize(2 * size_t(groups) * c);  // (G,C) means, then (G,C) variances
-      T* gm = bn_group.data();
+      bn_group_stats.resize(2 * size_t(groups) * c);  // (G,C) means, then (G,C) variances
+      T* gm = bn_group_stats.data();
       T* gv = gm + size_t(groups) * c;
       for (int g = 0; g < groups; ++g)
-        batchnorm_stats(gm + g * c, gv + g * c, z[l].data() + size_t(g) * gr * c, gr, s.out);
+        batchnorm_stats(gm + g * c, gv + g * c, linear_out[l].data() + size_t(g) * gr * c, gr, s.out);
       const std::vector<int> counts(size_t(groups), gr);
-      batchnorm_combine_stats(mean[l].data(), bvar[l].data(), gm, gv, counts.data(), groups, s.out);
-      batchnorm_normalize(ln_out[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w, wc.data() + s.ln_b,
-                          mean[l].data(), bvar[l].data(), rows, s.out);
+      batchnorm_combine_stats(mean[l].data(), bn_var[l].data(), gm, gv, counts.data(), groups, s.out);
+      batchnorm_normalize(norm_out[l].data(), rstd[l].data(), linear_out[l].data(), cast_w.data() + s.ln_w, cast_w.data() + s.ln_b,
+                          mean[l].data(), bn_var[l].data(), rows, s.out);
     }
     if (!update_running) return;
     const T mom = T(0.1), unbias = rows > 1 ? T(rows) / T(rows - 1) : T(1);
     for (int i = 0; i < s.out; ++i) {
       rm[i] = (T(1) - mom) * rm[i] + mom * mean[l][i];
-      rv[i] = (T(1) - mom) * rv[i] + mom * bvar[l][i] * unbias;
+      rv[i] = (T(1) - mom) * rv[i] + mom * bn_var[l][i] * unbias;
     }
   }
 
   // keys[g]: the stochastic-rounding step key of row group g (the rows split evenly).
   void forward(const BatchView& bv, std::span<const uint64_t> keys, bool train, StepStats* st) {
     resize(bv.rows);
-    const size_t n = L.layers.size(), groups = keys.size();
+    const size_t n = layout.layers.size(), groups = keys.size();
     const int gr = rows / int(groups);
-    const TensorFormat af = r ? r->activations : TensorFormat{};
-    for (size_t i = 0; i < in[0].size(); ++i) in[0][i] = static_cast<T>(bv.x[i]);
+    const TensorFormat af = recipe ? recipe->activations : TensorFormat{};
+    for (size_t i = 0; i < layer_in[0].size(); ++i) layer_in[0][i] = static_cast<T>(bv.x[i]);
     for (size_t l = 0; l < n; ++l) {
-      const auto& s = L.layers[l];
-      const uint32_t tid = uint32_t(l) * 8;
+      const auto& s = layout.layers[l];
+      auto id = [&](MlpForward p) { return sr_keys::mlp_forward(int(l), p); };
       const size_t cnt = size_t(rows) * s.out;
       for (size_t g = 0; g < groups; ++g)
-        gemm_op(kFwd, int(l), z[l].data() + g * gr * s.out, in[l].data() + g * gr * s.in, false, wc.data() + s.w, true,
+        gemm_op(GemmPass::kForward, int(l), linear_out[l].data() + g * gr * s.out, layer_in[l].data() + g * gr * s.in, false, cast_w.data() + s.w, true,
                 gr, s.out, s.in, keys[g], st);
-      bias_forward(z[l].data(), wc.data() + s.b, rows, s.out);
-      round_rows(z[l], s.out, af, Role::kActivations, tid, keys, st);
+      bias_forward(linear_out[l].data(), cast_w.data() + s.b, rows, s.out);
+      round_rows(linear_out[l], s.out, af, Role::kActivations, id(MlpForward::kLinearOut), keys, st);
       if (!s.hidden) {
-        std::copy(z[l].begin(), z[l].end(), in[l + 1].begin());
+        std::copy(linear_out[l].begin(), linear_out[l].end(), layer_in[l + 1].begin());
         continue;
       }
-      const T* u = z[l].data();
+      const T* u = linear_out[l].data();
       if (s.layernorm || s.batchnorm) {
         if (s.layernorm)
-          layernorm_forward(ln_out[l].data(), mean[l].data(), rstd[l].data(), z[l].data(), wc.data() + s.ln_w,
-                            wc.data() + s.ln_b, rows, s.out);
+          layernorm_forward(norm_out[l].data(), mean[l].data(), rstd[l].data(), linear_out[l].data(), cast_w.data() + s.ln_w,
+                            cast_w.data() + s.ln_b, rows, s.out);
         else
           batchnorm(l, train, int(groups));
-        if (r && !r->autocast) round_rows(ln_out[l], s.out, r->activations, Role::kActivations, tid + 1, keys, st);
-        u = ln_out[l].data();
+        if (recipe && !recipe->autocast) round_rows(norm_out[l], s.out, recipe->activations, Role::kActivations, id(MlpForward::kNormOut), keys, st);
+        u = norm_out[l].data();
       }
-      if (L.activation == Activation::kRelu) relu_forward(act[l].data(), u, cnt);
-      else gelu_forward(act[l].data(), u, cnt);
-      round_rows(act[l], s.out, af, Role::kActivations, tid + 2, keys, st);
+      if (layout.activation == Activation::kRelu) relu_forward(act_out[l].data(), u, cnt);
+      else gelu_forward(act_out[l].data(), u, cnt);
+      round_rows(act_out[l], s.out, af, Role::kActivations, id(MlpForward::kActivation), keys, st);
       if (s.residual) {
-        residual_forward(in[l + 1].data(), in[l].data(), act[l].data(), cnt);
-        round_rows(in[l + 1], s.out, af, Role::kActivations, tid + 3, keys, st);
+        residual_forward(layer_in[l + 1].data(), layer_in[l].data(), act_out[l].data(), cnt);
+        round_rows(layer_in[l + 1], s.out, af, Role::kActivations, id(MlpForward::kResidual), keys, st);
       } else {
-        std::copy(act[l].begin(), act[l].end(), in[l + 1].begin());
+        std::copy(act_out[l].begin(), act_out[l].end(), layer_in[l + 1].begin());
       }
     }
-    const T* logits = in[n].data();
+    const T* logits = layer_in[n].data();
     if (task == Task::kClassification) {
       labels.assign(bv.labels, bv.labels + rows);
-      softmax_xent_forward(losses.data(), probs.data(), logits, labels.data(), rows, L.output);
+      softmax_xent_forward(losses.data(), probs.data(), logits, labels.data(), rows, layout.output);
     } else {
-      targets.resize(size_t(rows) * L.output);
+      targets.resize(size_t(rows) * layout.output);
       for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<T>(bv.targets[i]);
-      mse_forward(losses.data(), logits, targets.data(), rows, L.output);
+      mse_forward(losses.data(), logits, targets.data(), rows, layout.output);
     }
   }
 
@@ -255,44 +259,37 @@ struct Trainer<T>::Impl {
     v.rows = mb * int(parts.size());
     if (parts.size() == 1) {
       const size_t first = size_t(parts[0]) * mb;
-      v.x = b.x + first * L.input;
+      v.x = b.x + first * layout.input;
       if (b.labels) v.labels = b.labels + first;
-      if (b.targets) v.targets = b.targets + first * L.output;
+      if (b.targets) v.targets = b.targets + first * layout.output;
       return v;
     }
-    gx.clear();
-    glabels.clear();
-    gtargets.clear();
+    gathered_x.clear();
+    gathered_labels.clear();
+    gathered_targets.clear();
     for (const int p : parts) {
       const size_t first = size_t(p) * mb, last = first + mb;
-      gx.insert(gx.end(), b.x + first * L.input, b.x + last * L.input);
-      if (b.labels) glabels.insert(glabels.end(), b.labels + first, b.labels + last);
-      if (b.targets) gtargets.insert(gtargets.end(), b.targets + first * L.output, b.targets + last * L.output);
+      gathered_x.insert(gathered_x.end(), b.x + first * layout.input, b.x + last * layout.input);
+      if (b.labels) gathered_labels.insert(gathered_labels.end(), b.labels + first, b.labels + last);
+      if (b.targets) gathered_targets.insert(gathered_targets.end(), b.targets + first * layout.output, b.targets + last * layout.output);
     }
-    v.x = gx.data();
-    if (b.labels) v.labels = glabels.data();
-    if (b.targets) v.targets = gtargets.data();
+    v.x = gathered_x.data();
+    if (b.labels) v.labels = gathered_labels.data();
+    if (b.targets) v.targets = gathered_targets.data();
     return v;
   }
 
   // Forward and backward of every micro-batch of every worker, accumulation, all-reduce: grads
   // holds the all-reduced (still loss-scaled) gradient. Returns the loss of the global batch.
   double split_gradient(const BatchView& b, uint64_t step, float scale, StepStats& st) {
-    const int w_count = par.workers, n_count = acc.micro_batches, parts = w_count * n_count;
-    if (b.rows % parts != 0)
-      throw std::invalid_argument(fmt::format("batch {} is not divisible by workers {} x micro-batches {}", b.rows,
-                                              w_count, n_count));
-    const int mb = b.rows / parts;
-    auto items = [&](int row) { return b.items ? b.items[row] : 1.0; };
+    const int mb = split.part_rows(b.rows), parts = split.parts();
+    const int w_count = split.parallel().workers, n_count = split.accumulation().micro_batches;
     double n_total = 0, loss_sum = 0;
-    for (int i = 0; i < b.rows; ++i) n_total += items(i);
-    const double divisor = average_divisor(par);
-    wacc.assign(size_t(w_count), std::vector<T>(L.param_count, T(0)));
-    wcomp.assign(acc.rounding == BufferRounding::kKahan ? size_t(w_count) : 0, std::vector<T>(L.param_count, T(0)));
-    std::vector<T> no_comp;
+    for (int i = 0; i < b.rows; ++i) n_total += b.items ? b.items[i] : 1.0;
+    split.begin();
     // One forward per micro-batch of each worker (part w N + m, in order); under SyncBatchNorm one
     // per micro-batch index m for all workers at once, worker w's micro-batch as row group w.
-    const bool sync = par.batchnorm == BatchNormStats::kSync && w_count > 1 && L.bn_channels > 0;
+    const bool sync = split.parallel().batchnorm == BatchNormStats::kSync && w_count > 1 && layout.bn_channels > 0;
     const int groups = sync ? w_count : 1;
     std::vector<int> part(static_cast<size_t>(groups));
     std::vector<uint64_t> keys(static_cast<size_t>(groups));
@@ -300,152 +297,146 @@ struct Trainer<T>::Impl {
     for (int f = 0; f < parts / groups; ++f) {
       for (int g = 0; g < groups; ++g) {
         part[g] = sync ? g * n_count + f : f;
-        keys[g] = part_step_key(step, part[g]);
+        keys[g] = sr_keys::part_step(step, part[g]);
       }
       // DDP broadcasts rank 0's buffers; SyncBatchNorm's statistics are every rank's.
       update_running = sync || part[0] < n_count;
       forward(gather_parts(b, part, mb), keys, true, &st);
-      for (int g = 0; g < groups; ++g) {
-        const int first = part[g] * mb;
-        double n_mb = 0;
-        for (int i = 0; i < mb; ++i) {
-          loss_sum += items(first + i) * static_cast<double>(losses[size_t(g) * mb + i]);
-          n_mb += items(first + i);
-        }
-        // The loss each row's gradient comes from, with the averaging's division D undone in
-        // advance: items_i x D / loss_denominator.
-        const double den = loss_denominator(acc, n_total, parts, n_mb);
-        for (int i = 0; i < mb; ++i)
-          row_dloss[size_t(g) * mb + i] =
-              den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
-      }
+      for (int g = 0; g < groups; ++g) add_row_losses(loss_sum, b, part[g], g, mb, n_total, scale);
       backward(row_dloss.data(), keys, &st);
-      if (parts == 1 && allreduce_is_identity<T>(par, exact())) {  // grads is final
+      if (split.single_part_is_final()) {  // grads is final
         update_running = true;
         return n_total > 0 ? loss_sum / n_total : 0.0;
       }
       for (int g = 0; g < groups; ++g) {
-        if (groups > 1) grads.swap(ggrads[g]);
-        const int w = part[g] / n_count;
-        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact(), seed, step,
-                            uint32_t(part[g]), &st);
+        if (groups > 1) grads.swap(group_grads[g]);
+        split.accumulate(part[g], grads, seed, step, &st);
       }
     }
     update_running = true;
-    const size_t ar = size_t(Role::kAllReduce);
-    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par, &st.roles[ar], &st.role_nonzero[ar]);
+    split.allreduce(grads, st);
     return n_total > 0 ? loss_sum / n_total : 0.0;
   }
 
-  void cast_weights(const RunState<T>& s, uint64_t step, StepStats* st) {
-    wc = s.weights;
-    if (!r) return;
-    round(std::span<T>(wc), r->weights, Role::kWeights, 1u << 20, step, st);
-    if (r->autocast)  // layer_norm (and here batch_norm) runs in FP32 with the FP32 parameters
-      for (const auto& l : L.layers)
-        if (l.layernorm || l.batchnorm)
-          for (int i = 0; i < l.out; ++i) {
-            wc[l.ln_w + i] = s.weights[l.ln_w + i];
-            wc[l.ln_b + i] = s.weights[l.ln_b + i];
-          }
+  // Row group g (part `part` of b, mb rows) after its forward: adds its items-weighted row losses
+  // to loss_sum, row by row (the order of the batch's sum), and sets row_dloss of its rows, the loss
+  // each row's gradient comes from with the averaging's division D undone in advance (items_i x D /
+  // loss_denominator).
+  void add_row_losses(double& loss_sum, const BatchView& b, int part, int g, int mb, double n_total, float scale) {
+    auto items = [&](int row) { return b.items ? b.items[row] : 1.0; };
+    const int first = part * mb;
+    double n_mb = 0;
+    for (int i = 0; i < mb; ++i) {
+      loss_sum += items(first + i) * static_cast<double>(losses[size_t(g) * mb + i]);
+      n_mb += items(first + i);
+    }
+    const double divisor = average_divisor(split.parallel());
+    const double den = loss_denominator(split.accumulation(), n_total, split.parts(), n_mb);
+    for (int i = 0; i < mb; ++i)
+      row_dloss[size_t(g) * mb + i] =
+          den > 0 ? static_cast<T>(double(scale) * items(first + i) * divisor) / static_cast<T>(den) : T(0);
+  }
+
+  void cast(const RunState<T>& s, uint64_t step, StepStats* st) {
+    cast_weights(cast_w, s.weights, recipe, norm_params, seed, step, st);
   }
 
   // row_dloss[b]: d(scaled loss) / d(loss of row b). Row group g's parameter gradient goes to
-  // ggrads[g]; with one group it ends in grads.
+  // group_grads[g]; with one group it ends in grads.
   void backward(const T* row_dloss, std::span<const uint64_t> keys, StepStats* st) {
-    const size_t n = L.layers.size(), groups = keys.size();
+    const size_t n = layout.layers.size(), groups = keys.size();
     const int gr = rows / int(groups);
-    const TensorFormat ag = r ? r->activation_grads : TensorFormat{};
-    const TensorFormat wg = r ? r->weight_grads : TensorFormat{};
-    ggrads.resize(groups);
-    for (auto& g : ggrads) g.assign(L.param_count, T(0));
+    const TensorFormat ag = recipe ? recipe->activation_grads : TensorFormat{};
+    const TensorFormat wg = recipe ? recipe->weight_grads : TensorFormat{};
+    group_grads.resize(groups);
+    for (auto& g : group_grads) g.assign(layout.param_count, T(0));
     act_grads.clear();
-    const size_t o = size_t(L.output);
-    dz.assign(size_t(rows) * o, T(0));
+    const size_t o = size_t(layout.output);
+    dlinear_out.assign(size_t(rows) * o, T(0));
     for (int b = 0; b < rows; ++b) {  // rows are independent: one call per row with its own weight
       if (task == Task::kClassification)
-        softmax_xent_backward(dz.data() + b * o, probs.data() + b * o, labels.data() + b, row_dloss[b], 1, L.output);
+        softmax_xent_backward(dlinear_out.data() + b * o, probs.data() + b * o, labels.data() + b, row_dloss[b], 1, layout.output);
       else
-        mse_backward(dz.data() + b * o, in[n].data() + b * o, targets.data() + b * o, row_dloss[b], 1, L.output);
+        mse_backward(dlinear_out.data() + b * o, layer_in[n].data() + b * o, targets.data() + b * o, row_dloss[b], 1, layout.output);
     }
-    round_rows(dz, o, ag, Role::kActivationGrads, 1u << 21, keys, st);
+    round_rows(dlinear_out, o, ag, Role::kActivationGrads, sr_keys::kLossGrad, keys, st);
     bool have_res = false;
     for (size_t li = n; li-- > 0;) {
-      const auto& s = L.layers[li];
-      const uint32_t tid = uint32_t(li) * 8 + (1u << 22);
-      act_grads.insert(act_grads.end(), dz.begin(), dz.end());
+      const auto& s = layout.layers[li];
+      auto id = [&](MlpBackward p) { return sr_keys::mlp_backward(int(li), p); };
+      act_grads.insert(act_grads.end(), dlinear_out.begin(), dlinear_out.end());
       for (size_t g = 0; g < groups; ++g) {
-        // dW = dz^T in: A = dz stored (rows,out) transposed, B = in (rows,in); K = rows.
-        gemm_op(kWgrad, int(li), ggrads[g].data() + s.w, dz.data() + g * gr * s.out, true,
-                in[li].data() + g * gr * s.in, false, s.out, s.in, gr, keys[g], st);
-        round(sp(ggrads[g], s.w, size_t(s.in) * s.out), wg, Role::kWeightGrads, tid, keys[g], st);
-        bias_backward(ggrads[g].data() + s.b, dz.data() + g * gr * s.out, gr, s.out);
-        round(sp(ggrads[g], s.b, s.out), wg, Role::kWeightGrads, tid + 1, keys[g], st);
+        // dW = dlinear_out^T layer_in: A = dlinear_out stored (rows,out) transposed, B = layer_in (rows,in); K = rows.
+        gemm_op(GemmPass::kWgrad, int(li), group_grads[g].data() + s.w, dlinear_out.data() + g * gr * s.out, true,
+                layer_in[li].data() + g * gr * s.in, false, s.out, s.in, gr, keys[g], st);
+        round(sp(group_grads[g], s.w, size_t(s.in) * s.out), wg, Role::kWeightGrads, id(MlpBackward::kWeightGrad), keys[g], st);
+        bias_backward(group_grads[g].data() + s.b, dlinear_out.data() + g * gr * s.out, gr, s.out);
+        round(sp(group_grads[g], s.b, s.out), wg, Role::kWeightGrads, id(MlpBackward::kBiasGrad), keys[g], st);
       }
       if (li == 0) break;
-      // dX = dz W: A = dz (rows,out), B = W stored (out,in); K = out.
-      const auto& p = L.layers[li - 1];
-      dprev.assign(size_t(rows) * s.in, T(0));
+      // dX = dlinear_out W: A = dlinear_out (rows,out), B = W stored (out,layer_in); K = out.
+      const auto& p = layout.layers[li - 1];
+      dlayer_in.assign(size_t(rows) * s.in, T(0));
       for (size_t g = 0; g < groups; ++g)
-        gemm_op(kDgrad, int(li), dprev.data() + g * gr * s.in, dz.data() + g * gr * s.out, false, wc.data() + s.w,
+        gemm_op(GemmPass::kDgrad, int(li), dlayer_in.data() + g * gr * s.in, dlinear_out.data() + g * gr * s.out, false, cast_w.data() + s.w,
                 false, gr, s.in, s.out, keys[g], st);
       if (have_res)
-        for (size_t i = 0; i < dprev.size(); ++i) dprev[i] += dres[i];
-      round_rows(dprev, s.in, ag, Role::kActivationGrads, tid + 2, keys, st);
-      // Layer li-1's output h = [in +] act(u): dres carries dh to its input.
+        for (size_t i = 0; i < dlayer_in.size(); ++i) dlayer_in[i] += dresidual[i];
+      round_rows(dlayer_in, s.in, ag, Role::kActivationGrads, id(MlpBackward::kInputGrad), keys, st);
+      // Layer li-1's output h = [layer_in +] act_out(u): dresidual carries dh to its input.
       have_res = p.residual;
-      if (have_res) dres = dprev;
+      if (have_res) dresidual = dlayer_in;
       const size_t cnt = size_t(rows) * p.out;
-      const T* u = p.layernorm || p.batchnorm ? ln_out[li - 1].data() : z[li - 1].data();
-      du.assign(cnt, T(0));
-      if (L.activation == Activation::kRelu) relu_backward(du.data(), u, dprev.data(), cnt);
-      else gelu_backward(du.data(), u, dprev.data(), cnt);
-      round_rows(du, p.out, ag, Role::kActivationGrads, tid + 3, keys, st);
+      const T* u = p.layernorm || p.batchnorm ? norm_out[li - 1].data() : linear_out[li - 1].data();
+      dact_in.assign(cnt, T(0));
+      if (layout.activation == Activation::kRelu) relu_backward(dact_in.data(), u, dlayer_in.data(), cnt);
+      else gelu_backward(dact_in.data(), u, dlayer_in.data(), cnt);
+      round_rows(dact_in, p.out, ag, Role::kActivationGrads, id(MlpBackward::kActivationGrad), keys, st);
       if (p.layernorm || p.batchnorm) {
-        dz.assign(cnt, T(0));
+        dlinear_out.assign(cnt, T(0));
         norm_backward(li - 1, int(groups));
-        round_rows(dz, p.out, ag, Role::kActivationGrads, tid + 4, keys, st);
+        round_rows(dlinear_out, p.out, ag, Role::kActivationGrads, id(MlpBackward::kNormInputGrad), keys, st);
         for (size_t g = 0; g < groups; ++g) {
-          round(sp(ggrads[g], p.ln_w, p.out), wg, Role::kWeightGrads, tid + 5, keys[g], st);
-          round(sp(ggrads[g], p.ln_b, p.out), wg, Role::kWeightGrads, tid + 6, keys[g], st);
+          round(sp(group_grads[g], p.ln_w, p.out), wg, Role::kWeightGrads, id(MlpBackward::kNormWeightGrad), keys[g], st);
+          round(sp(group_grads[g], p.ln_b, p.out), wg, Role::kWeightGrads, id(MlpBackward::kNormBiasGrad), keys[g], st);
         }
       } else {
-        dz.swap(du);
+        dlinear_out.swap(dact_in);
       }
     }
-    if (groups == 1) grads.swap(ggrads[0]);
+    if (groups == 1) grads.swap(group_grads[0]);
   }
 
-  // dz += the normalisation's input gradient from du; each group's weight and bias gradients. A
+  // dlinear_out += the normalisation's input gradient from dact_in; each group's weight and bias gradients. A
   // BatchNorm over several groups (SyncBatchNorm) all-reduces the groups' sums of weight dy and of
   // weight dy xhat first, and every group applies the totals over all the rows.
   void norm_backward(size_t l, int groups) {
-    const auto& p = L.layers[l];
+    const auto& p = layout.layers[l];
     const int gr = rows / groups;
     const size_t c = size_t(p.out);
-    const T* w = wc.data() + p.ln_w;
+    const T* w = cast_w.data() + p.ln_w;
     auto at = [&](std::vector<T>& v, int g) { return v.data() + size_t(g) * gr * c; };
     if (p.layernorm) {  // per row: mean and rstd are (rows)
       for (int g = 0; g < groups; ++g)
-        layernorm_backward(at(dz, g), ggrads[g].data() + p.ln_w, ggrads[g].data() + p.ln_b, at(du, g), at(z[l], g), w,
+        layernorm_backward(at(dlinear_out, g), group_grads[g].data() + p.ln_w, group_grads[g].data() + p.ln_b, at(dact_in, g), at(linear_out[l], g), w,
                            mean[l].data() + size_t(g) * gr, rstd[l].data() + size_t(g) * gr, gr, p.out);
       return;
     }
     if (groups == 1) {
-      batchnorm_backward(dz.data(), ggrads[0].data() + p.ln_w, ggrads[0].data() + p.ln_b, du.data(), z[l].data(), w,
+      batchnorm_backward(dlinear_out.data(), group_grads[0].data() + p.ln_w, group_grads[0].data() + p.ln_b, dact_in.data(), linear_out[l].data(), w,
                          mean[l].data(), rstd[l].data(), rows, p.out);
       return;
     }
-    bn_sums.resize(size_t(groups));
+    bn_group_sums.resize(size_t(groups));
     for (int g = 0; g < groups; ++g) {
-      bn_sums[g].resize(2 * c);
-      batchnorm_backward_sums(bn_sums[g].data(), bn_sums[g].data() + c, at(du, g), at(z[l], g), w, mean[l].data(),
+      bn_group_sums[g].resize(2 * c);
+      batchnorm_backward_sums(bn_group_sums[g].data(), bn_group_sums[g].data() + c, at(dact_in, g), at(linear_out[l], g), w, mean[l].data(),
                               rstd[l].data(), gr, p.out);
     }
-    sync_batchnorm_allreduce(bn_total, bn_sums, par);
+    sync_batchnorm_allreduce(bn_total_sums, bn_group_sums, split.parallel());
     for (int g = 0; g < groups; ++g)
-      batchnorm_backward_apply(at(dz, g), ggrads[g].data() + p.ln_w, ggrads[g].data() + p.ln_b, at(du, g), at(z[l], g),
-                               w, mean[l].data(), rstd[l].data(), bn_total.data(), bn_total.data() + c, rows, gr,
+      batchnorm_backward_apply(at(dlinear_out, g), group_grads[g].data() + p.ln_w, group_grads[g].data() + p.ln_b, at(dact_in, g), at(linear_out[l], g),
+                               w, mean[l].data(), rstd[l].data(), bn_total_sums.data(), bn_total_sums.data() + c, rows, gr,
                                p.out);
   }
 };
@@ -453,29 +444,13 @@ struct Trainer<T>::Impl {
 template <class T>
 Trainer<T>::Trainer(const MlpLayout& layout, const Recipe* recipe, const OptimizerConfig& opt, Task task,
                     uint64_t sr_seed, int64_t total_steps)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>(layout, recipe, opt, task, sr_seed, total_steps)) {
   if (recipe && !std::is_same_v<T, float>) throw std::logic_error("a recipe runs in FP32 opmath (Trainer<float>)");
-  impl_->L = layout;
-  impl_->r = recipe;
-  impl_->opt = opt;
-  impl_->task = task;
-  impl_->seed = sr_seed;
-  impl_->total_steps = total_steps;
-  for (const auto& l : layout.layers) {
-    impl_->tensors.push_back({l.w, size_t(l.in) * l.out});
-    impl_->tensors.push_back({l.b, size_t(l.out)});
-    if (l.layernorm || l.batchnorm) {
-      impl_->tensors.push_back({l.ln_w, size_t(l.out)});
-      impl_->tensors.push_back({l.ln_b, size_t(l.out)});
-    }
-  }
-  if (recipe) set_split(recipe->parallel, recipe->accumulation);
-  if (recipe) {
-    impl_->accum[kFwd] = parse_accum_model(recipe->forward.accum);
-    impl_->accum[kDgrad] = parse_accum_model(recipe->dgrad.accum);
-    impl_->accum[kWgrad] = parse_accum_model(recipe->wgrad.accum);
-    for (auto& o : impl_->operand) o.configure(recipe->amax_history_len, recipe->margin);
-  }
+  if (!recipe) return;
+  set_split(recipe->parallel, recipe->accumulation);
+  const GemmSpec* specs[kGemmPasses] = {&recipe->forward, &recipe->dgrad, &recipe->wgrad};
+  for (int p = 0; p < kGemmPasses; ++p)
+    impl_->gemms[p] = RecipeGemm(static_cast<GemmPass>(p), *specs[p], recipe->amax_history_len, recipe->margin);
 }
 
 template <class T>
@@ -483,16 +458,14 @@ Trainer<T>::~Trainer() = default;
 
 template <class T>
 void Trainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
-  check_split_counts(p, a);
-  impl_->par = p;
-  impl_->acc = a;
+  impl_->split.set(p, a);
 }
 
 template <class T>
 RunState<T> Trainer<T>::init_state(const std::vector<double>& params) const {
-  RunState<T> s = initial_state<T>(params, impl_->r);
-  s.bn_mean.assign(impl_->L.bn_channels, T(0));
-  s.bn_var.assign(impl_->L.bn_channels, T(1));
+  RunState<T> s = initial_state<T>(params, impl_->recipe);
+  s.bn_mean.assign(impl_->layout.bn_channels, T(0));
+  s.bn_var.assign(impl_->layout.bn_channels, T(1));
   return s;
 }
 
@@ -502,9 +475,9 @@ StepStats Trainer<T>::step(RunState<T>& s, const BatchView& b, int64_t step, std
   I.cur = &s;
   StepStats st;
   st.loss_scale = s.scaler.scale();
-  I.cast_weights(s, uint64_t(step), &st);
+  I.cast(s, uint64_t(step), &st);
   st.loss = I.split_gradient(b, uint64_t(step), st.loss_scale, st);
-  finish_step(s, I.grads, I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
+  finish_step(s, I.grads, I.recipe, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
   return st;
 }
 
@@ -515,22 +488,22 @@ EvalResult Trainer<T>::evaluate(const RunState<T>& s, const BatchView& b) {
   EvalResult e;
   RunState<T> probe = s.clone();  // evaluation must not advance delayed-scaling histories
   I.cur = &probe;
-  I.cast_weights(s, kEvalStep, nullptr);
+  I.cast(s, sr_keys::kEvalStep, nullptr);
   double loss = 0;
   int64_t correct = 0;
-  const int f = I.L.input, o = I.L.output;
+  const int f = I.layout.input, o = I.layout.output;
   for (int start = 0; start < b.rows; start += kChunk) {
     BatchView c;
     c.rows = std::min(kChunk, b.rows - start);
     c.x = b.x + size_t(start) * f;
     if (b.labels) c.labels = b.labels + start;
     if (b.targets) c.targets = b.targets + size_t(start) * o;
-    const uint64_t key = kEvalStep + uint64_t(start);
+    const uint64_t key = sr_keys::eval_step(uint64_t(start));
     I.forward(c, std::span(&key, 1), false, nullptr);
     for (int i = 0; i < c.rows; ++i) loss += double(I.losses[i]);
     if (I.task == Task::kClassification)
       for (int i = 0; i < c.rows; ++i) {
-        const T* row = I.in.back().data() + size_t(i) * o;
+        const T* row = I.layer_in.back().data() + size_t(i) * o;
         const int arg = int(std::max_element(row, row + o) - row);
         correct += arg == c.labels[i];
       }

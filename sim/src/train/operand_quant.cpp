@@ -47,19 +47,20 @@ std::string operand_scheme(const OperandSpec& spec, int margin) {
   return f.name;
 }
 
-Format OperandQuantizer::apply(const OperandSpec& spec, std::span<const float> in, std::span<float> out, size_t rows,
-                               size_t cols, int axis, const SrKey& key, QuantStats* stats,
-                               std::shared_ptr<DelayedScaling>* delayed) {
+OperandQuantizer::OperandQuantizer(const OperandSpec& spec, int amax_history_len, int margin)
+    : spec_(spec), history_len_(amax_history_len), margin_(margin) {
+  if (spec.scaling != Scaling::kNone) scheme_ = parse_block_scaling(operand_scheme(spec, margin));
+}
+
+Format OperandQuantizer::apply(std::span<const float> in, std::span<float> out, size_t rows, size_t cols, int axis,
+                               const SrKey& key, QuantStats* stats, std::shared_ptr<DelayedScaling>* delayed) const {
+  const OperandSpec& spec = spec_;
   if (spec.scaling == Scaling::kNone) {
     QuantOptions o;
     o.rounding = spec.fmt.rounding;
     o.sr_key = key;
     quantize(spec.fmt.format, in, out, o, stats);
     return spec.fmt.format;
-  }
-  if (cached_for_ != &spec) {
-    scheme_ = parse_block_scaling(operand_scheme(spec, margin_));
-    cached_for_ = &spec;
   }
   BlockScaling s = *scheme_;
   s.axis = axis;

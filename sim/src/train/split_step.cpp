@@ -4,13 +4,15 @@
 #include <cmath>
 #include <span>
 
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "precsim/sim/train/sr_keys.h"
 #include "precsim/sim/train/weight_update.h"
 
 namespace precsim {
 namespace {
-
-constexpr int kPartShift = 44;
-constexpr uint32_t kAccumTensor = 1u << 25;
 
 template <class T>
 void rank_order_sum(std::vector<T>& out, const std::vector<std::vector<T>>& workers) {
@@ -20,8 +22,6 @@ void rank_order_sum(std::vector<T>& out, const std::vector<std::vector<T>>& work
 }
 
 }  // namespace
-
-uint64_t part_step_key(uint64_t step, int part) { return step + (uint64_t(part) << kPartShift); }
 
 double loss_denominator(const AccumulationSpec& a, double global_items, int parts, double micro_items) {
   return a.normalization == LossNormalization::kGlobalItemCount ? global_items : double(parts) * micro_items;
@@ -38,7 +38,7 @@ void accumulate_gradient(std::vector<T>& buf, std::vector<T>& comp, std::vector<
     for (size_t i = 0; i < buf.size(); ++i) buf[i] += g[i];
     return;
   }
-  const uint32_t tensor = kAccumTensor + part;
+  const uint32_t tensor = sr_keys::grad_accum(part);
   if (a.rounding != BufferRounding::kKahan) {
     for (size_t i = 0; i < buf.size(); ++i) buf[i] += g[i];
     round_role(std::span<T>(buf), bf, Role::kGradAccumulation, seed, step, tensor, st);
@@ -147,5 +147,44 @@ void sync_batchnorm_allreduce(std::vector<double>& out, const std::vector<std::v
                               const ParallelSpec&) {
   rank_order_sum(out, workers);
 }
+
+template <class T>
+void GradientSplit<T>::set(const ParallelSpec& p, const AccumulationSpec& a) {
+  check_split_counts(p, a);
+  par_ = p;
+  acc_ = a;
+}
+
+template <class T>
+int GradientSplit<T>::part_rows(int rows) const {
+  if (rows % parts() != 0)
+    throw std::invalid_argument(fmt::format("batch {} is not divisible by workers {} x micro-batches {}", rows,
+                                            par_.workers, acc_.micro_batches));
+  return rows / parts();
+}
+
+template <class T>
+void GradientSplit<T>::begin() {
+  const size_t workers = size_t(par_.workers);
+  buffers_.assign(workers, std::vector<T>(param_count_, T(0)));
+  compensations_.assign(acc_.rounding == BufferRounding::kKahan ? workers : 0, std::vector<T>(param_count_, T(0)));
+}
+
+template <class T>
+void GradientSplit<T>::accumulate(int part, std::vector<T>& g, uint64_t seed, uint64_t step, StepStats* st) {
+  const size_t w = size_t(part / acc_.micro_batches);
+  std::vector<T> no_comp;
+  accumulate_gradient(buffers_[w], compensations_.empty() ? no_comp : compensations_[w], g, acc_, exact_, seed, step,
+                      uint32_t(part), st);
+}
+
+template <class T>
+void GradientSplit<T>::allreduce(std::vector<T>& grads, StepStats& st) {
+  const size_t ar = size_t(Role::kAllReduce);
+  st.ranks_identical = bucketed_allreduce(grads, buffers_, tensors_, par_, &st.roles[ar], &st.role_nonzero[ar]);
+}
+
+template class GradientSplit<float>;
+template class GradientSplit<double>;
 
 }  // namespace precsim

@@ -11,15 +11,14 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
-#include "precsim/sim/train/operand_quant.h"
+#include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/sr_keys.h"
 #include "precsim/sim/train/split_step.h"
 #include "precsim/sim/train/weight_update.h"
 
 namespace precsim {
 namespace {
 
-// Stochastic-rounding step offset of evaluation passes, so they never share bits with training.
-constexpr uint64_t kEvalStep = uint64_t{1} << 40;
 constexpr int kSites = static_cast<int>(TfSite::kCount);
 constexpr int kEvalRows = 256;
 
@@ -32,13 +31,13 @@ class StepNumerics final : public TfNumerics<T> {
  public:
   StepNumerics(const Recipe* r, uint64_t seed, int layers) : r_(r), seed_(seed), layers_(layers) {
     if (!r) return;
-    const GemmSpec* specs[3] = {&r->forward, &r->dgrad, &r->wgrad};
-    for (int p = 0; p < 3; ++p) {
-      accum_[p] = parse_accum_model(specs[p]->accum);
-      const OperandSpec high{r->activations, Scaling::kNone, 0};
-      attn_[p] = GemmSpec{high, high, specs[p]->accum};
+    const GemmSpec* specs[kGemmPasses] = {&r->forward, &r->dgrad, &r->wgrad};
+    const OperandSpec high{r->activations, Scaling::kNone, 0};
+    for (int p = 0; p < kGemmPasses; ++p) {
+      const GemmPass pass = static_cast<GemmPass>(p);
+      gemms_[p] = RecipeGemm(pass, *specs[p], r->amax_history_len, r->margin);
+      gemms_[kGemmPasses + p] = RecipeGemm(pass, GemmSpec{high, high, specs[p]->accum}, r->amax_history_len, r->margin);
     }
-    for (auto& q : quant_) q.configure(r->amax_history_len, r->margin);
   }
 
   RunState<T>* state = nullptr;  // delayed-scaling histories live in the state being stepped
@@ -63,36 +62,24 @@ class StepNumerics final : public TfNumerics<T> {
     tensor = 0;
   }
 
-  void gemm(TfSite site, TfPass pass, int li, T* c, const T* a, const T* b, int m, int n, int k, int batch) override {
+  void gemm(TfSite site, GemmPass pass, int li, T* c, const T* a, const T* b, int m, int n, int k, int batch) override {
     if constexpr (std::is_same_v<T, double>) {
       stacked_gemm_f64(c, a, b, m, n, k, batch);
     } else {
-      GemmArgs args = stacked_gemm_args(m, n, k);
-      const size_t sa = size_t(m) * k, sb = size_t(n) * k, sc = size_t(m) * n;
       const int p = static_cast<int>(pass);
       const bool high = is_attention(site) && !r_->attention.products_in_recipe;
-      const GemmSpec& spec = high ? attn_[p] : p == 0 ? r_->forward : p == 1 ? r_->dgrad : r_->wgrad;
-      const Role role = p == 0 ? Role::kGemmInForward : p == 1 ? Role::kGemmInDgrad : Role::kGemmInWgrad;
-      qa_.resize(sa * batch);
-      qb_.resize(sb * batch);
-      const size_t slot = ((size_t(li + 1) * kSites + size_t(site)) * 3 + size_t(p)) * 2;
+      const size_t slot = sr_keys::transformer_delayed_slot(li, int(site), kSites, pass, 0);
       if (state->delayed.size() < slot + 2) state->delayed.resize(slot + 2);
-      QuantStats qsa, qsb;
-      OperandQuantizer* qz = &quant_[(high ? 6 : 0) + p * 2];
-      // Stacked (batch, rows, K) operands: blocks run along K within each row (axis 1).
-      args.a_format = qz[0].apply(spec.a, std::span<const float>(a, qa_.size()), qa_, size_t(batch) * m, k, 1,
-                                  SrKey{seed_, step, tensor++, uint32_t(role)}, &qsa, &state->delayed[slot]);
-      args.b_format = qz[1].apply(spec.b, std::span<const float>(b, qb_.size()), qb_, size_t(batch) * n, k, 1,
-                                  SrKey{seed_, step, tensor++, uint32_t(role)}, &qsb, &state->delayed[slot + 1]);
-      if (stats) {
-        stats->role_nonzero[size_t(role)] += nonzero(a, qa_.size()) + nonzero(b, qb_.size());
-        stats->roles[size_t(role)] += qsa;
-        stats->roles[size_t(role)] += qsb;
-      }
-      if (stats && pass == TfPass::kForward && li >= 0 && li < layers_ && site <= TfSite::kFcProj && state->delayed[slot])
+      OperandKeys keys;
+      keys.a = SrKey{seed_, step, tensor++, uint32_t(gemm_operand_role(pass))};
+      keys.b = SrKey{seed_, step, tensor++, uint32_t(gemm_operand_role(pass))};
+      keys.delayed_a = &state->delayed[slot];
+      keys.delayed_b = &state->delayed[slot + 1];
+      // Stacked (batch, rows, K) operands: blocks run along K within each row.
+      gemms_[(high ? kGemmPasses : 0) + p].run(stacked_gemm_args(m, n, k), batch, a, b, c, keys, stats, nullptr);
+      if (stats && pass == GemmPass::kForward && li >= 0 && li < layers_ && site <= TfSite::kFcProj &&
+          state->delayed[slot])
         layer[size_t(li)].fp8_scale[size_t(site)] = state->delayed[slot]->scale();
-      args.input_policy = InputPolicy::kTrust;
-      for (int i = 0; i < batch; ++i) precsim::gemm(accum_[p], args, qa_.data() + i * sa, qb_.data() + i * sb, c + i * sc);
     }
   }
 
@@ -149,20 +136,11 @@ class StepNumerics final : public TfNumerics<T> {
   }
 
  private:
-  static uint64_t nonzero(const T* v, size_t n) {
-    uint64_t c = 0;
-    for (size_t i = 0; i < n; ++i) c += v[i] != T(0) && std::isfinite(v[i]);
-    return c;
-  }
   const Recipe* r_;
   uint64_t seed_;
   int layers_;
-  std::array<AccumModel, 3> accum_;
-  std::array<GemmSpec, 3> attn_;
-  // (attention products in high precision ? 6 : 0) + pass * 2 + operand: one per spec, so each
-  // keeps its parsed scheme.
-  std::array<OperandQuantizer, 12> quant_;
-  std::vector<float> qa_, qb_;
+  // (attention products in high precision ? kGemmPasses : 0) + pass.
+  std::array<RecipeGemm, 2 * kGemmPasses> gemms_;
   std::vector<std::array<double, 4>> sumsq_, count_;  // per block and linear input, this step
 };
 
@@ -179,15 +157,22 @@ struct TransformerTrainer<T>::Impl {
   TransformerActs<T> acts;
   std::vector<T> wc, grads;
   std::vector<TransformerLayerStats> last_layers;
-  // The split of a step: per-worker accumulation buffers (and Kahan compensations), and the
-  // parameter tensors in parameter order (the DDP bucket units).
-  ParallelSpec par;
-  AccumulationSpec acc;
-  std::vector<ParamRange> tensors;
-  std::vector<std::vector<T>> wacc, wcomp;
+  GradientSplit<T> split;
+  std::vector<ParamRange> norm_params;  // kept in FP32 under autocast
 
   Impl(const TransformerLayout& l, const Recipe* rec, const OptimizerConfig& o, uint64_t s, int64_t total)
-      : L(l), r(rec), opt(o), seed(s), total_steps(total), nx(rec, s, int(l.blocks.size())), tensors(param_tensors(l)) {}
+      : L(l), r(rec), opt(o), seed(s), total_steps(total), nx(rec, s, int(l.blocks.size())),
+        split(param_tensors(l), l.param_count, rec == nullptr), norm_params(layernorm_params(l)) {}
+
+  // layer_norm runs in FP32 with the FP32 parameters (autocast list).
+  static std::vector<ParamRange> layernorm_params(const TransformerLayout& l) {
+    std::vector<ParamRange> v;
+    for (const BlockSlots& b : l.blocks)
+      for (size_t at : {b.ln1_w, b.ln1_b, b.ln2_w, b.ln2_b}) v.push_back({at, size_t(l.width)});
+    v.push_back({l.lnf_w, size_t(l.width)});
+    v.push_back({l.lnf_b, size_t(l.width)});
+    return v;
+  }
 
   static std::vector<ParamRange> param_tensors(const TransformerLayout& l) {
     const size_t C = size_t(l.width), H = size_t(l.hidden), V = size_t(l.vocab);
@@ -203,17 +188,8 @@ struct TransformerTrainer<T>::Impl {
     return t;
   }
 
-  void cast_weights(const RunState<T>& s, uint64_t step, StepStats* st) {
-    wc = s.weights;
-    if (!r) return;
-    round_role(std::span<T>(wc), r->weights, Role::kWeights, seed, step, 1u << 20, st);
-    if (!r->autocast) return;
-    // layer_norm runs in FP32 with the FP32 parameters (autocast list).
-    auto keep = [&](size_t at) { std::copy_n(s.weights.begin() + at, L.width, wc.begin() + at); };
-    for (const BlockSlots& b : L.blocks)
-      for (size_t at : {b.ln1_w, b.ln1_b, b.ln2_w, b.ln2_b}) keep(at);
-    keep(L.lnf_w);
-    keep(L.lnf_b);
+  void cast(const RunState<T>& s, uint64_t step, StepStats* st) {
+    cast_weights(wc, s.weights, r, norm_params, seed, step, st);
   }
 
   // Sum of the counted tokens' losses and their number.
@@ -232,40 +208,30 @@ struct TransformerTrainer<T>::Impl {
   // holds the all-reduced (still loss-scaled) gradient. Returns the token-mean loss of the batch.
   double split_gradient(const SeqBatch& batch, uint64_t step, float scale, StepStats& st) {
     const int seq = L.context, rows = int(batch.tokens.size() / size_t(seq));
-    const int w_count = par.workers, n_count = acc.micro_batches, parts = w_count * n_count;
-    if (rows % parts != 0)
-      throw std::invalid_argument(fmt::format("batch {} is not divisible by workers {} x micro-batches {}", rows,
-                                              w_count, n_count));
+    const int mb = split.part_rows(rows), parts = split.parts();
     const int64_t n_total = batch.counted();
     if (n_total == 0) throw std::invalid_argument("a batch without counted tokens: every target is padding");
-    const int mb = rows / parts;
     const TokenBatch all = batch.view(rows, seq);
-    const double divisor = average_divisor(par);
-    const bool exact = r == nullptr;
-    wacc.assign(size_t(w_count), std::vector<T>(L.param_count, T(0)));
-    wcomp.assign(acc.rounding == BufferRounding::kKahan ? size_t(w_count) : 0, std::vector<T>(L.param_count, T(0)));
-    std::vector<T> no_comp;
+    const double divisor = average_divisor(split.parallel());
+    split.begin();
     double loss = 0;
-    for (int w = 0; w < w_count; ++w)
-      for (int m = 0; m < n_count; ++m) {
-        const int part = w * n_count + m;
-        const size_t first = size_t(part) * mb * seq;
-        TokenBatch sub{all.tokens + first, all.targets + first, all.valid + first, all.loss_mask + first, mb, seq};
-        nx.part(part_step_key(step, part));
-        transformer_forward(acts, wc.data(), L, sub, nx);
-        const auto [sum, count] = loss_sum(sub);
-        loss += sum;
-        // Every counted token of the micro-batch weighs the same: scale x D / loss_denominator, the
-        // averaging's division D undone in advance.
-        const double den = loss_denominator(acc, double(n_total), parts, double(count));
-        const T dloss = den > 0 ? static_cast<T>(double(scale) * divisor) / static_cast<T>(den) : T(0);
-        grads.assign(L.param_count, T(0));
-        transformer_backward(grads.data(), acts, wc.data(), L, sub, dloss, nx);
-        if (parts == 1 && allreduce_is_identity<T>(par, exact)) return loss / double(n_total);  // grads is final
-        accumulate_gradient(wacc[w], wcomp.empty() ? no_comp : wcomp[w], grads, acc, exact, seed, step, uint32_t(part), &st);
-      }
-    const size_t ar = size_t(Role::kAllReduce);
-    st.ranks_identical = bucketed_allreduce(grads, wacc, tensors, par, &st.roles[ar], &st.role_nonzero[ar]);
+    for (int part = 0; part < parts; ++part) {
+      const size_t first = size_t(part) * mb * seq;
+      TokenBatch sub{all.tokens + first, all.targets + first, all.valid + first, all.loss_mask + first, mb, seq};
+      nx.part(sr_keys::part_step(step, part));
+      transformer_forward(acts, wc.data(), L, sub, nx);
+      const auto [sum, count] = loss_sum(sub);
+      loss += sum;
+      // Every counted token of the micro-batch weighs the same: scale x D / loss_denominator, the
+      // averaging's division D undone in advance.
+      const double den = loss_denominator(split.accumulation(), double(n_total), parts, double(count));
+      const T dloss = den > 0 ? static_cast<T>(double(scale) * divisor) / static_cast<T>(den) : T(0);
+      grads.assign(L.param_count, T(0));
+      transformer_backward(grads.data(), acts, wc.data(), L, sub, dloss, nx);
+      if (split.single_part_is_final()) return loss / double(n_total);  // grads is final
+      split.accumulate(part, grads, seed, step, &st);
+    }
+    split.allreduce(grads, st);
     return loss / double(n_total);
   }
 };
@@ -281,9 +247,7 @@ TransformerTrainer<T>::TransformerTrainer(const TransformerLayout& layout, const
 
 template <class T>
 void TransformerTrainer<T>::set_split(const ParallelSpec& p, const AccumulationSpec& a) {
-  check_split_counts(p, a);
-  impl_->par = p;
-  impl_->acc = a;
+  impl_->split.set(p, a);
 }
 
 template <class T>
@@ -301,7 +265,7 @@ StepStats TransformerTrainer<T>::step(RunState<T>& s, const SeqBatch& batch, int
   st.loss_scale = s.scaler.scale();
   I.nx.state = &s;
   I.nx.begin(uint64_t(step), &st);
-  I.cast_weights(s, uint64_t(step), &st);
+  I.cast(s, uint64_t(step), &st);
   st.loss = I.split_gradient(batch, uint64_t(step), st.loss_scale, st);
   I.last_layers = I.nx.layer;
   finish_step(s, I.grads, I.r, I.opt, learning_rate(I.opt, step, I.total_steps), I.seed, uint64_t(step), st, grads_out);
@@ -313,7 +277,7 @@ EvalResult TransformerTrainer<T>::evaluate(const RunState<T>& s, const SeqDatase
   Impl& I = *impl_;
   RunState<T> probe = s.clone();  // evaluation must not advance delayed-scaling histories
   I.nx.state = &probe;
-  I.cast_weights(s, kEvalStep, nullptr);
+  I.cast(s, sr_keys::kEvalStep, nullptr);
   double loss = 0;
   int64_t counted = 0, correct = 0;
   SeqBatch chunk;
@@ -325,7 +289,7 @@ EvalResult TransformerTrainer<T>::evaluate(const RunState<T>& s, const SeqDatase
     for (int i = 0; i < n; ++i) idx[i] = d.train_rows + start + i;
     gather_rows(chunk, d, idx);
     const TokenBatch b = chunk.view(n, T_);
-    I.nx.begin(kEvalStep + uint64_t(start), nullptr);
+    I.nx.begin(sr_keys::eval_step(uint64_t(start)), nullptr);
     transformer_forward(I.acts, I.wc.data(), I.L, b, I.nx);
     const auto [sum, cnt] = I.loss_sum(b);
     loss += sum;

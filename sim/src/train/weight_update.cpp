@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "precsim/formats/quantize.h"
+#include "precsim/sim/train/sr_keys.h"
 
 namespace precsim {
 namespace {
@@ -63,15 +64,15 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
   std::vector<T> delta(n);
   optimizer_delta(delta.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), n, opt, lr, s.opt_steps);
   if (r) {
-    round_state(s.m, *r, seed, 1u << 23, step, &st);
-    if (opt.kind == "adamw") round_state(s.v, *r, seed, (1u << 23) + 1, step, &st);
+    round_state(s.m, *r, seed, sr_keys::kOptimizerM, step, &st);
+    if (opt.kind == "adamw") round_state(s.v, *r, seed, sr_keys::kOptimizerV, step, &st);
   }
   const std::vector<T> old = s.weights;
   if (!r || r->has_master()) {
     for (size_t i = 0; i < n; ++i) s.weights[i] = s.weights[i] + delta[i];
     if (r) {
       const TensorFormat mf{r->master_weights, Rounding::kNearestEven, r->master_format};
-      round_role(std::span<T>(s.weights), mf, Role::kMasterWeights, seed, step, 1u << 24, &st);
+      round_role(std::span<T>(s.weights), mf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
     }
   } else if (r->update_rounding == UpdateRounding::kKahan) {
     // Compensated update (Zamirai et al. 2020): y = delta - c; t = fl(w + y); c = fl((t - w) - y).
@@ -82,20 +83,30 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
       y[i] = delta[i] - s.kahan[i];
       s.weights[i] = old[i] + y[i];
     }
-    round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, 1u << 24, &st);
+    round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
     for (size_t i = 0; i < n; ++i) s.kahan[i] = (s.weights[i] - old[i]) - y[i];
-    round_role(std::span<T>(s.kahan), wf, Role::kOptimizerState, seed, step, (1u << 24) + 1, &st);
+    round_role(std::span<T>(s.kahan), wf, Role::kOptimizerState, seed, step, sr_keys::kWeightUpdateKahan, &st);
   } else {
     TensorFormat wf = r->weights;
     wf.rounding = r->update_rounding == UpdateRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
     for (size_t i = 0; i < n; ++i) s.weights[i] = s.weights[i] + delta[i];
-    round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, 1u << 24, &st);
+    round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
   }
   for (size_t i = 0; i < n; ++i) {
     if (delta[i] == T(0)) continue;
     ++st.updates_intended;
     if (s.weights[i] == old[i]) ++st.updates_lost;
   }
+}
+
+template <class T>
+void cast_weights(std::vector<T>& out, const std::vector<T>& weights, const Recipe* r,
+                  std::span<const ParamRange> autocast_fp32, uint64_t seed, uint64_t step, StepStats* st) {
+  out = weights;
+  if (!r) return;
+  round_role(std::span<T>(out), r->weights, Role::kWeights, seed, step, sr_keys::kWeightCast, st);
+  if (!r->autocast) return;
+  for (const ParamRange& p : autocast_fp32) std::copy_n(weights.begin() + p.offset, p.count, out.begin() + p.offset);
 }
 
 template <class T>
@@ -146,6 +157,8 @@ void finish_step(RunState<T>& s, std::vector<T>& grads, const Recipe* r, const O
   template void apply_update<T>(RunState<T>&, std::span<const T>, const Recipe*, const OptimizerConfig&, double,  \
                                 uint64_t, uint64_t, StepStats&);                                         \
   template RunState<T> initial_state<T>(const std::vector<double>&, const Recipe*);                         \
+  template void cast_weights<T>(std::vector<T>&, const std::vector<T>&, const Recipe*, std::span<const ParamRange>, \
+                                uint64_t, uint64_t, StepStats*);                                         \
   template void finish_step<T>(RunState<T>&, std::vector<T>&, const Recipe*, const OptimizerConfig&, double,    \
                                uint64_t, uint64_t, StepStats&, std::vector<T>*);
 PRECSIM_WEIGHT_UPDATE(float)

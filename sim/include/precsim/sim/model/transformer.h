@@ -16,6 +16,7 @@
 
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/data/batch.h"
+#include "precsim/sim/model/numerics.h"
 
 namespace precsim {
 
@@ -71,9 +72,6 @@ constexpr int64_t kSerialGemmMacs = int64_t{1} << 22;
 // The matrix products of the model: the four linear layers of a block, the logits, and the two
 // products of attention.
 enum class TfSite : uint8_t { kQkv, kProj, kFc, kFcProj, kLogits, kScores, kAttnV, kCount };
-// Which GEMM of a product: forward, the input gradient (dgrad) or the weight gradient (wgrad); the
-// attention's backward products count as dgrad (dP, dQ) and wgrad (dV, dK) by their operand roles.
-enum class TfPass : uint8_t { kForward, kDgrad, kWgrad };
 // The rounding points of the model besides the GEMM operands.
 enum class TfPoint : uint8_t {
   kActivation,  // an op output stored for later (linear outputs, GELU, residual sums)
@@ -90,7 +88,7 @@ class TfNumerics {
   virtual ~TfNumerics() = default;
   // C = A B^T for `batch` stacked products: A is (batch,m,k), B is (batch,n,k), C is (batch,m,n),
   // all row-major, so both operands run along K in memory. C is overwritten.
-  virtual void gemm(TfSite site, TfPass pass, int layer, T* c, const T* a, const T* b, int m, int n, int k,
+  virtual void gemm(TfSite site, GemmPass pass, int layer, T* c, const T* a, const T* b, int m, int n, int k,
                     int batch) = 0;
   // Rounds a tensor at a rounding point in place (the reference rounds nothing).
   virtual void round(TfPoint point, int layer, std::span<T> v) = 0;
@@ -181,7 +179,7 @@ void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n,
 // The FP64 reference: gemm_f64 (sequential sums in increasing k), no rounding points.
 class ReferenceNumerics final : public TfNumerics<double> {
  public:
-  void gemm(TfSite site, TfPass pass, int layer, double* c, const double* a, const double* b, int m, int n, int k,
+  void gemm(TfSite site, GemmPass pass, int layer, double* c, const double* a, const double* b, int m, int n, int k,
             int batch) override;
   void round(TfPoint, int, std::span<double>) override {}
 };

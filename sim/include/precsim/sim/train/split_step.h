@@ -2,7 +2,8 @@
 // the accumulation buffer within a worker, and the cross-worker half, where the workers'
 // accumulated gradients become one gradient through DDP buckets and the simulated all-reduce (FP32
 // opmath variants), or are summed exactly in order (the FP64 path). Each trainer runs its own
-// micro-batch loop (forward and backward are the model's) around them.
+// micro-batch loop (forward and backward are the model's) around a GradientSplit. The
+// stochastic-rounding keys of the parts are sr_keys.h's.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +13,6 @@
 #include "precsim/sim/train/step_types.h"
 
 namespace precsim {
-
-// Stochastic-rounding step key of micro-batch `part` (worker w, micro-batch m: part = w N + m), so
-// that no two micro-batches share bits; part 0 keeps the plain step.
-uint64_t part_step_key(uint64_t step, int part);
 
 // What the summed loss of a micro-batch's items is divided by: the items of the whole global batch
 // (global-item-count), or W N x the micro-batch's own items (mean-per-micro-batch, whose W N
@@ -61,5 +58,43 @@ void sync_batchnorm_allreduce(std::vector<float>& out, const std::vector<std::ve
                               const ParallelSpec& p);
 void sync_batchnorm_allreduce(std::vector<double>& out, const std::vector<std::vector<double>>& workers,
                               const ParallelSpec& p);
+
+// The split of every trainer's step: W workers x N micro-batches (part p = w N + m is worker w's
+// micro-batch m), each worker's accumulation buffer (and Kahan compensation), and the parameter
+// tensors in parameter order (the DDP bucket units). A step calls begin, then per part the model's
+// forward and backward and accumulate, then allreduce.
+template <class T>
+class GradientSplit {
+ public:
+  GradientSplit(std::vector<ParamRange> tensors, size_t param_count, bool exact)
+      : tensors_(std::move(tensors)), param_count_(param_count), exact_(exact) {}
+  // Throws std::invalid_argument on bad counts (check_split_counts).
+  void set(const ParallelSpec& p, const AccumulationSpec& a);
+  const ParallelSpec& parallel() const { return par_; }
+  const AccumulationSpec& accumulation() const { return acc_; }
+  int parts() const { return par_.workers * acc_.micro_batches; }
+  // Rows of one part; throws std::invalid_argument if the parts do not divide `rows`.
+  int part_rows(int rows) const;
+  // Zeroes the accumulation buffers (the start of a step).
+  void begin();
+  // Whether one part's gradient is already the step's (one part, an identity all-reduce): the
+  // trainer then stops after the first backward.
+  bool single_part_is_final() const { return parts() == 1 && allreduce_is_identity<T>(par_, exact_); }
+  // Adds part's gradient g (overwritten with Kahan) into its worker's buffer.
+  void accumulate(int part, std::vector<T>& g, uint64_t seed, uint64_t step, StepStats* st);
+  // grads = the all-reduced gradient of the workers' buffers; statistics under role all_reduce.
+  void allreduce(std::vector<T>& grads, StepStats& st);
+
+ private:
+  std::vector<ParamRange> tensors_;
+  size_t param_count_;
+  bool exact_;
+  ParallelSpec par_;
+  AccumulationSpec acc_;
+  std::vector<std::vector<T>> buffers_, compensations_;  // per worker
+};
+
+extern template class GradientSplit<float>;
+extern template class GradientSplit<double>;
 
 }  // namespace precsim

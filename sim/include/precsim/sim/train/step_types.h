@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "precsim/formats/quant_options.h"
+#include "precsim/sim/model/numerics.h"
 #include "precsim/sim/train/loss_scaler.h"
 #include "precsim/sim/train/recipe.h"
 
@@ -20,9 +21,6 @@ namespace precsim {
 class DelayedScaling;
 struct AccumModel;
 struct GemmArgs;
-
-// The matrix products of a training step, by where they occur.
-enum class GemmPass : int { kForward = 0, kDgrad = 1, kWgrad = 2 };
 
 // Where a variant's matrix products run. The default (none set) is the emulated gemm(); another
 // backend (sim/include/precsim/sim/hw/gpu_train.h: cuBLASLt) gets the same operands, already in the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "precsim/formats/quant_options.h"
+#include "precsim/sim/parallel/split.h"
 #include "precsim/sim/train/optimizer.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/step_types.h"
@@ -23,6 +24,13 @@ bool format_holds_type(const TensorFormat& tf);
 template <class T>
 void round_role(std::span<T> v, const TensorFormat& tf, Role role, uint64_t seed, uint64_t step, uint32_t tensor,
                 StepStats* st);
+
+// out = the weights a step computes with: `weights` rounded into the recipe's weights format
+// (tensor sr_keys::kWeightCast), except the ranges `autocast_fp32`, which autocast keeps in FP32
+// (the normalisations' parameters) when the recipe says autocast. No recipe: a copy.
+template <class T>
+void cast_weights(std::vector<T>& out, const std::vector<T>& weights, const Recipe* r,
+                  std::span<const ParamRange> autocast_fp32, uint64_t seed, uint64_t step, StepStats* st);
 
 // One optimizer step of s with the unscaled, clipped gradient: optimizer states rounded into the
 // recipe's state format (per-tensor amax-scaled when it says so), then the master copy, or the

@@ -1,0 +1,52 @@
+// One matrix product of a variant under its recipe, the same for every model's trainer: each
+// operand quantized along the reduction dimension from its high-precision source (operand_quant.h),
+// the role statistics of both operands counted, and the product run by the emulated gemm() or a
+// GemmExecutor. The recipe's strings (accumulation model, operand schemes) are resolved once, when
+// the trainer is made.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/model/numerics.h"
+#include "precsim/sim/train/operand_quant.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/step_types.h"
+
+namespace precsim {
+
+// The role of a product's operands in the statistics (gemm_in_forward, _dgrad, _wgrad).
+Role gemm_operand_role(GemmPass pass);
+
+// Where one call's operands take their stochastic-rounding keys and delayed-scaling histories.
+struct OperandKeys {
+  SrKey a, b;
+  std::shared_ptr<DelayedScaling>* delayed_a = nullptr;
+  std::shared_ptr<DelayedScaling>* delayed_b = nullptr;
+};
+
+class RecipeGemm {
+ public:
+  RecipeGemm() = default;
+  // Throws std::invalid_argument naming the bad accumulation model or operand scheme.
+  RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len, int margin);
+
+  GemmPass pass() const { return pass_; }
+  Role role() const { return gemm_operand_role(pass_); }
+  // `batch` stacked products C_i = op(A_i) op(B_i), laid out as args says (the stacks follow each
+  // other in memory; only batch 1 may transpose A or store B untransposed, since blocks run along
+  // K). st (optional) counts both operands' roundings and non-zero inputs under role(); executor
+  // null: the emulated gemm().
+  void run(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys, StepStats* st,
+           GemmExecutor* executor);
+
+ private:
+  GemmPass pass_ = GemmPass::kForward;
+  AccumModel accum_;
+  OperandQuantizer a_, b_;
+  std::vector<float> qa_, qb_;  // the quantized operands, reused across calls
+};
+
+}  // namespace precsim

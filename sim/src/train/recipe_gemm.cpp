@@ -1,0 +1,66 @@
+#include "precsim/sim/train/recipe_gemm.h"
+
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+#include "precsim/formats/block_scaling.h"
+
+namespace precsim {
+namespace {
+
+uint64_t count_nonzero(const float* v, size_t n) {
+  uint64_t c = 0;
+  for (size_t i = 0; i < n; ++i) c += v[i] != 0.0f && std::isfinite(v[i]);
+  return c;
+}
+
+}  // namespace
+
+Role gemm_operand_role(GemmPass pass) {
+  switch (pass) {
+    case GemmPass::kForward: return Role::kGemmInForward;
+    case GemmPass::kDgrad: return Role::kGemmInDgrad;
+    case GemmPass::kWgrad: return Role::kGemmInWgrad;
+  }
+  throw std::logic_error("gemm_operand_role: unknown pass");
+}
+
+RecipeGemm::RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len, int margin)
+    : pass_(pass),
+      accum_(parse_accum_model(spec.accum)),
+      a_(spec.a, amax_history_len, margin),
+      b_(spec.b, amax_history_len, margin) {}
+
+void RecipeGemm::run(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys,
+                     StepStats* st, GemmExecutor* executor) {
+  if (batch > 1 && (args.trans_a || !args.trans_b))
+    throw std::logic_error("RecipeGemm::run: stacked products need A (m,k) and B stored (n,k)");
+  const int m = args.m, n = args.n, k = args.k;
+  // Storage shapes of one product, and the axis of K in each.
+  const size_t ar = args.trans_a ? k : m, ac = args.trans_a ? m : k, br = args.trans_b ? n : k,
+               bc = args.trans_b ? k : n;
+  const size_t sa = ar * ac, sb = br * bc, sc = size_t(m) * n;
+  qa_.resize(sa * batch);
+  qb_.resize(sb * batch);
+  QuantStats qsa, qsb;
+  args.a_format = a_.apply(std::span<const float>(a, qa_.size()), qa_, ar * batch, ac, args.trans_a ? 0 : 1, keys.a,
+                           &qsa, keys.delayed_a);
+  args.b_format = b_.apply(std::span<const float>(b, qb_.size()), qb_, br * batch, bc, args.trans_b ? 1 : 0, keys.b,
+                           &qsb, keys.delayed_b);
+  if (st) {
+    const size_t r = size_t(role());
+    st->role_nonzero[r] += count_nonzero(a, qa_.size()) + count_nonzero(b, qb_.size());
+    st->roles[r] += qsa;
+    st->roles[r] += qsb;
+  }
+  args.input_policy = InputPolicy::kTrust;
+  for (int i = 0; i < batch; ++i) {
+    const float* qa = qa_.data() + i * sa;
+    const float* qb = qb_.data() + i * sb;
+    if (executor) executor->gemm(pass_, accum_, args, qa, qb, c + i * sc);
+    else gemm(accum_, args, qa, qb, c + i * sc);
+  }
+}
+
+}  // namespace precsim
