@@ -5,6 +5,8 @@
 #include <numbers>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "precsim/sim/train/optimizer.h"
 
 namespace precsim {

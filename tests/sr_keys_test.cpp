@@ -55,10 +55,12 @@ TEST(SrKeys, MlpTensorIdsAreDistinctPerRole) {
     const std::vector<Id> ids = mlp_step_ids(layers, parts);
     const std::set<Id> distinct(ids.begin(), ids.end());
     EXPECT_EQ(distinct.size(), ids.size()) << layers << " layers, " << parts << " parts";
-    for (const auto& [tensor, role] : ids)
+    for (const auto& [tensor, role] : ids) {
       if (role == Role::kActivations || role == Role::kGemmInForward || role == Role::kGemmInDgrad ||
-          role == Role::kGemmInWgrad)
+          role == Role::kGemmInWgrad) {
         EXPECT_LT(tensor, sr_keys::kLayerIdsEnd) << layers << " layers";
+      }
+    }
   }
 }
 
@@ -105,7 +107,7 @@ class CountingNumerics final : public TfNumerics<double> {
 uint32_t transformer_ids_per_part(int layers) {
   const TransformerConfig c{.layers = layers, .heads = 2, .width = 8, .context = 6};
   const SeqDataConfig dc{.kind = "reverse", .symbols = 3, .min_length = 1, .max_length = 2, .train_size = 2,
-                         .heldout_size = 1};
+                         .heldout_size = 1, .text_path = {}};
   const SeqDataset d = make_seq_dataset(dc, c.context, 3);
   const TransformerLayout l = make_transformer_layout(c, d.vocab);
   const std::vector<double> p = init_transformer(l, c, 11);
