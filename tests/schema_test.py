@@ -27,7 +27,7 @@ with open(schema_path) as f:
     schema = json.load(f)
 jsonschema.Draft202012Validator.check_schema(schema)
 validator = jsonschema.Draft202012Validator(schema)
-KINDS = ["formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "gpu-info", "gpu-gemm", "gpu-probe"]
+KINDS = ["formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "sweep", "gpu-info", "gpu-gemm", "gpu-probe"]
 
 
 def run(*args, env=None):
