@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Runs every notebook headless (nbclient) on reports the CLI writes in the same run (small runs
-of formats, analyze, gemm, train and allreduce, validated against reports/schema first), and
+of formats, analyze, gemm, train, allreduce and sweep, validated against reports/schema first), and
 checks that each figure was written and is not empty.
 
 usage: run_notebooks.py PRECSIM OUT_DIR
@@ -41,7 +41,16 @@ cli("train", "--config", train_cfg, "--out", os.path.join(out, "train.json"))
 # A transformer's train report has the MLP's shape plus per-block series: the same notebook plots it.
 cli("train", "--experiment", "tiny-gpt", "--steps", "20", "--out", os.path.join(out, "tiny-gpt.json"))
 cli("allreduce", "-w", "2,4,8,16", "-n", "4096", "-f", "bf16,fp32", "-a", "ring,tree", "--out", os.path.join(out, "allreduce.json"))
-for name in ("formats", "analyze", "gemm", "train", "tiny-gpt", "allreduce"):
+# The shipped precision-scaling sweep, cut to 4 short units (2 widths x 2 seeds).
+with open(os.path.join(here, "sweep_kumar.json")) as f:
+    kumar = json.load(f)
+kumar["base"]["steps"] = 60
+kumar["grid"] = [{"path": "model.hidden", "values": [[4], [16]]}, {"path": "seed", "values": [1, 2]}]
+with open(os.path.join(out, "sweep-plan.json"), "w") as f:
+    json.dump(kumar, f)
+subprocess.run([precsim, "sweep", os.path.join(out, "sweep-plan.json"), "--out-dir", os.path.join(out, "sweep"), "--jobs", "2"],
+               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for name in ("formats", "analyze", "gemm", "train", "tiny-gpt", "allreduce", "sweep/sweep"):
     with open(os.path.join(out, f"{name}.json")) as f:
         errors = list(validator.iter_errors(json.load(f)))
     for e in errors[:3]:
@@ -52,7 +61,8 @@ plan = {"formats": [("formats.json", ["formats_windows.png", "formats_grids.png"
         "analyze": [("analyze.json", ["analyze_qsnr.png", "analyze_histogram.png"])],
         "gemm": [("gemm.json", ["gemm_error_vs_k.png"])],
         "training": [("train.json", ["training.png"]), ("tiny-gpt.json", ["training.png"])],
-        "parallel": [("allreduce.json", ["parallel_error.png"])]}
+        "parallel": [("allreduce.json", ["parallel_error.png"])],
+        "sweep": [("sweep/sweep.json", ["sweep_bits.png", "sweep_width.png", "sweep_fit.png"])]}
 notebooks = sorted(f[:-6] for f in os.listdir(here) if f.endswith(".ipynb"))
 runs = 0
 for name in notebooks:
