@@ -125,3 +125,60 @@ if os.path.exists(e2e):
             print(f"| precsim quantize {k[len('precsim_quantize_'):-2].replace('_', ' ')} | {v:.3f} | {v / r['cat_s']:.2f} |")
     print(f"| precsim --help (start-up) | {r['precsim_start_s']:.4f} | |")
 EOF
+
+# Sweeps: 16 short units (~1 s each on one thread) on 1 and 2 MPI ranks and on 1 and 2 local
+# worker processes, one thread per rank or worker. Overhead: 16 one-step units through each
+# executor against 16 times the same unit run alone (`precsim train`, its process start and
+# report included): what the executor adds per unit (plan, dispatch, unit report, merge).
+if [[ -z "$only" || "sweep" == *"$only"* ]] &&
+   cmake --build "$build" --target precsim -j "$(nproc)" >"$out/precsim.build.log" 2>&1; then
+  echo "bench: precsim sweep, 16 units on 1 and 2 ranks" >&2
+  "$py" - "$build/precsim" "$out" <<'EOF2'
+import json, os, shutil, subprocess, sys, time
+cli, out = sys.argv[1:3]
+mpirun = shutil.which("mpirun")
+base = {"steps": 150, "batch": 32, "seed": 1, "shadow_every": 0,
+        "data": {"kind": "gaussian-mixture", "features": 16, "classes": 4, "train_size": 1024, "heldout_size": 128},
+        "model": {"hidden": [48, 48]}, "optimizer": {"kind": "sgd", "lr": 0.05}, "recipes": ["bf16-amp", "fp8-current"]}
+def plan(steps, name):
+    p = os.path.join(out, name)
+    json.dump({"base": dict(base, steps=steps), "grid": [{"path": "seed", "values": list(range(1, 17))}]}, open(p, "w"))
+    return p
+def best(cmd, runs=3, out_dir=True):
+    times = []
+    d = os.path.join(out, "sweep-bench-dir")
+    for _ in range(runs):
+        shutil.rmtree(d, ignore_errors=True)
+        t = time.perf_counter()
+        subprocess.run([*cmd, *(["--out-dir", d] if out_dir else [])], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    shutil.rmtree(d, ignore_errors=True)
+    return min(times)
+long_plan, short_plan = plan(150, "sweep-bench-16.json"), plan(1, "sweep-bench-1step.json")
+unit = os.path.join(out, "sweep-bench-unit.json")
+json.dump(dict(base, steps=1), open(unit, "w"))
+one = [cli, "--threads", "1"]
+mpi = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n"] if mpirun else None
+r = {"load_before": os.getloadavg()[0]}
+for n in (1, 2):
+    r[f"local_jobs{n}_s"] = best([*one, "sweep", long_plan, "--jobs", str(n)])
+    if mpi:
+        r[f"mpi_ranks{n}_s"] = best([*mpi, str(n), *one, "sweep", long_plan])
+r["unit_alone_s"] = best([*one, "train", "--config", unit, "--out", os.path.join(out, "sweep-bench-unit-report.json")], 5, False)
+r["local_1step_per_unit_s"] = best([*one, "sweep", short_plan, "--jobs", "1"]) / 16
+if mpi:
+    r["mpi_1step_per_unit_s"] = best([*mpi, "1", *one, "sweep", short_plan]) / 16
+r["load_after"] = os.getloadavg()[0]
+json.dump(r, open(os.path.join(out, "sweep.json"), "w"), indent=1)
+print(f"## precsim sweep: 16 units, one thread per worker or rank (load average {r['load_before']:.1f} -> {r['load_after']:.1f})\n")
+print("| executor | 1 | 2 | speed-up |\n|---|---|---|---|")
+print(f"| local --jobs (s) | {r['local_jobs1_s']:.2f} | {r['local_jobs2_s']:.2f} | {r['local_jobs1_s'] / r['local_jobs2_s']:.2f} |")
+if mpi:
+    print(f"| mpirun -n (s) | {r['mpi_ranks1_s']:.2f} | {r['mpi_ranks2_s']:.2f} | {r['mpi_ranks1_s'] / r['mpi_ranks2_s']:.2f} |")
+ms = lambda s: f"{1000 * s:.1f} ms"
+print(f"\none-step unit alone (precsim train): {ms(r['unit_alone_s'])}; per unit in a sweep of 16: local "
+      f"{ms(r['local_1step_per_unit_s'])} (overhead {ms(r['local_1step_per_unit_s'] - r['unit_alone_s'])})"
+      + (f", MPI one rank {ms(r['mpi_1step_per_unit_s'])} (overhead {ms(r['mpi_1step_per_unit_s'] - r['unit_alone_s'])}, "
+         "mpirun's start included)" if mpi else ""))
+EOF2
+fi
