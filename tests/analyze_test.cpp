@@ -58,6 +58,29 @@ std::string safetensors_bytes(const std::vector<std::tuple<std::string, std::vec
   return out + text + data;
 }
 
+// A user who writes an MX or NVFP4 element with a custom spelling ("e4m3:nanonly" is float8_e4m3fn)
+// gets the preset's scheme: the same numbers, under the name written.
+TEST_F(AnalyzeCli, CustomSpellingOfAnMxElementGivesThePresetsNumbers) {
+  const CliResult r = run("--dist normal --count 8192 --seed 5 --formats "
+                          "mxfp8_e4m3,e4m3:nanonly:mx,mxfp4:rule=rceil,e2m1:finite:mx:rule=rceil,nvfp4,e2m1:finite:nvfp4 "
+                          "--json --deterministic");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const auto& schemes = report["results"]["tensors"][0]["schemes"];
+  ASSERT_EQ(schemes.size(), 6u);
+  for (size_t i = 0; i < 6; i += 2) {
+    nlohmann::json preset = schemes[i], custom = schemes[i + 1];
+    EXPECT_NE(preset["scheme"], custom["scheme"]);
+    for (auto* s : {&preset, &custom}) {
+      s->erase("scheme");
+      (*s)["description"].erase("name");
+      (*s)["description"]["element"].erase("name");  // the element's encoding is compared, not its spelling
+    }
+    EXPECT_EQ(preset, custom) << schemes[i + 1]["scheme"];
+  }
+  expect_usage_error("--dist normal --formats e4m3:ieee:mx", "is not an MX element");
+}
+
 TEST_F(AnalyzeCli, GeneratedDistributionReportAndRanking) {
   const CliResult r = run("--dist normal --count 65536 --seed 3 --formats e4m3,mxfp8_e4m3,mxfp4:rule=rceil,nvfp4 "
                           "--json --deterministic");

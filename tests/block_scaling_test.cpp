@@ -1,15 +1,17 @@
-// OCP MX block scaling: the worked vectors of the reference notes (fp8_mx_training.md §1.6, §6.1;
-// simulators.md §5 item 10), the NaN / zero / clamp rules, the scale rules' clipping behaviour,
+// OCP MX block scaling: worked vectors from the OCP MX specification, microxcaling, torchao and
+// gfloat (docs/SOURCES.md, block scaling), the NaN / zero / clamp rules, the scale rules' clipping behaviour,
 // the packed layout and the scheme parser.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/sim/core/random.h"
+#include "precsim/sim/train/operand_quant.h"
 
 namespace precsim {
 namespace {
@@ -74,7 +76,7 @@ TEST(MxVectors, ReferenceNotesWorkedExamples) {
 }
 
 TEST(MxVectors, GfloatTorchaoRampMxfp4AndMxfp6) {
-  // A = k/2 - 5, k = 0..31 (simulators.md §5 item 10), one block of 32.
+  // A = k/2 - 5, k = 0..31 (the gfloat / torchao MX ramp, docs/SOURCES.md), one block of 32.
   std::vector<float> a;
   for (int k = 0; k < 32; ++k) a.push_back(k / 2.0f - 5);
   EXPECT_EQ(first_scale_code("mxfp4", a), 128);        // 2^1
@@ -239,6 +241,81 @@ TEST(BlockRoundTrip, IdempotentAndPackedMatchesFakeQuant) {
       }
     }
   }
+}
+
+// A custom element spelling whose encoding is a preset's is that preset wherever the preset is
+// accepted: "e4m3:nanonly" is float8_e4m3fn, so "e4m3:nanonly:mx" is mxfp8_e4m3, value for value,
+// code for code, scale for scale (the scheme keeps the name it was written with).
+TEST(BlockScheme, CustomSpellingOfAnMxElementIsThatElement) {
+  const size_t rows = 40, cols = 100;
+  Gauss g(rows * cols, 23);
+  const std::pair<const char*, const char*> kSame[] = {
+      {"mxfp8_e4m3", "e4m3:nanonly:mx"},       {"mxfp8_e4m3", "float8_e4m3fn:mx"},
+      {"mxfp8_e5m2", "e5m2:bias=15:ieee:mx"},  {"mxfp6_e2m3", "e2m3:finite:mx"},
+      {"mxfp6_e3m2", "e3m2:bias=3:finite:mx"}, {"mxfp4", "e2m1:finite:mx"},
+      {"mxint8", "i8:mx"},                     {"nvfp4", "e2m1:finite:nvfp4"},
+      {"mxfp8_e4m3:rule=rceil", "e4m3:nanonly:mx:rule=rceil"},
+      {"mxfp4:block=16:2d", "e2m1:finite:mx:block=16:2d"}};
+  for (const auto& [preset, custom] : kSame) {
+    const BlockScaling a = parse_block_scaling(preset), b = parse_block_scaling(custom);
+    EXPECT_EQ(b.name, custom);
+    EXPECT_TRUE(same_encoding(a.element, b.element)) << custom;
+    EXPECT_EQ(std::tie(a.rule, a.scale_format, a.block_along, a.block_across),
+              std::tie(b.rule, b.scale_format, b.block_along, b.block_across)) << custom;
+    for (int axis : {1, 0}) {
+      BlockScaling sa = a, sb = b;
+      sa.axis = sb.axis = axis;
+      BlockStats st_a, st_b;
+      std::vector<float> qa(rows * cols), qb(rows * cols);
+      block_fake_quantize(sa, g.x, qa, rows, cols, &st_a);
+      block_fake_quantize(sb, g.x, qb, rows, cols, &st_b);
+      EXPECT_TRUE(same_bits(qa, qb)) << custom << " axis " << axis;
+      EXPECT_EQ(st_a.clipped_blocks, st_b.clipped_blocks) << custom;
+      const BlockPacked pa = block_quantize(sa, g.x, rows, cols), pb = block_quantize(sb, g.x, rows, cols);
+      EXPECT_EQ(pa.codes, pb.codes) << custom << " axis " << axis;
+      EXPECT_EQ(pa.scales, pb.scales) << custom << " axis " << axis;
+    }
+  }
+  EXPECT_EQ(mx_scheme_name(format_by_name("e4m3:nanonly")), "mxfp8_e4m3");
+  EXPECT_EQ(mx_scheme_name(format_by_name("e2m1:finite")), "mxfp4");
+  EXPECT_EQ(format_by_name("e4m3:nanonly").name, "e4m3:nanonly");
+  EXPECT_FALSE(mx_scheme_name(format_by_name("e4m3:ieee")));  // float8_e4m3, not an MX element
+  EXPECT_FALSE(mx_scheme_name(format_by_name("e4m3:nanonly:bias=8")));
+}
+
+// A training recipe's operand in a custom spelling of an MX element gets the MX preset's scheme
+// (it was refused as "not an MX element format" when the element was looked up by name).
+TEST(BlockScheme, TrainingOperandInACustomSpellingOfAnMxElement) {
+  OperandSpec op;
+  op.fmt.name = "e4m3:nanonly";
+  op.fmt.format = format_by_name(op.fmt.name);
+  op.scaling = Scaling::kMx;
+  op.block = 32;
+  EXPECT_EQ(operand_scheme(op, 0), "mxfp8_e4m3");
+  op.fmt.format = format_by_name("e2m1:finite");
+  op.scaling = Scaling::kNvfp4;
+  EXPECT_EQ(operand_scheme(op, 0), "nvfp4");
+  op.fmt.format = format_by_name("e4m3:ieee");
+  op.scaling = Scaling::kMx;
+  EXPECT_THROW(operand_scheme(op, 0), std::invalid_argument);
+}
+
+TEST(BlockScheme, MxAndNvfp4OfOtherElementsAreRefused) {
+  auto message = [](const char* scheme) {
+    try {
+      parse_block_scaling(scheme);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("e4m3:ieee:mx").find("is not an MX element; MX elements: e4m3"), std::string::npos);
+  EXPECT_NE(message("e4m3:nvfp4").find("nvfp4 needs an E2M1 element"), std::string::npos);
+  EXPECT_NE(message("mxfp4:mx").find("applies to an element format, not to the preset mxfp4"), std::string::npos);
+  EXPECT_NE(message("mxfp4:block128").find("not to the preset mxfp4"), std::string::npos);  // was ignored
+  EXPECT_NE(message("e4m3:mx:tensor").find("mx and nvfp4 exclude tensor"), std::string::npos);
+  EXPECT_NE(message("e4m3:mx:nvfp4").find("exclude each other"), std::string::npos);
+  EXPECT_NE(message("e4m3:tensor:rule=floor").find("rule= applies to MX schemes only"), std::string::npos);
 }
 
 TEST(BlockLayout, AxisAndPackingFollowTheDocumentedLayout) {

@@ -220,6 +220,29 @@ BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
   return st;
 }
 
+// NVFP4's second level: the FP32 tensor scale from the tensor amax (given, or found here).
+void set_nvfp4_tensor_scale(Fast& f, const float* in, size_t n, double tensor_amax, bool big) {
+  double t = tensor_amax;
+  if (t < 0) {
+    constexpr size_t kChunk = size_t{1} << 16;
+    const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+    uint32_t m = 0;
+#pragma omp parallel for schedule(static) reduction(max : m) if (big)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const size_t b = static_cast<size_t>(c) * kChunk;
+      m = std::max(m, finite_amax_bits(in + b, std::min(kChunk, n - b)));
+    }
+    t = std::bit_cast<float>(m);
+  }
+  float s_enc = 1;  // as block_plan.cpp
+  if (std::isfinite(t) && t > 0) {
+    s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
+    if (std::isinf(s_enc)) s_enc = FLT_MAX;
+  }
+  f.k.tensor_enc = s_enc;
+  f.k.tensor_dec = 1.0f / s_enc;
+}
+
 // The fused pass over the whole array into out (decoded values) or codes.
 // codes (with rare and code_row_bytes): BlockTileIo's, out null.
 void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size_t rows, size_t cols,
@@ -232,27 +255,7 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   if (stats && (s.is_plain() || s.rule == ScaleRule::kAmax)) f.nonfinite_amax.assign(f.amax.size(), 0.0f);
   const size_t n = rows * cols;
   const bool big = n >= (size_t{1} << 15);
-  if (s.rule == ScaleRule::kNvfp4) {
-    double t = tensor_amax;
-    if (t < 0) {
-      constexpr size_t kChunk = size_t{1} << 16;
-      const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
-      uint32_t m = 0;
-#pragma omp parallel for schedule(static) reduction(max : m) if (big)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunk;
-        m = std::max(m, finite_amax_bits(in + b, std::min(kChunk, n - b)));
-      }
-      t = std::bit_cast<float>(m);
-    }
-    float s_enc = 1;  // as block_plan.cpp
-    if (std::isfinite(t) && t > 0) {
-      s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
-      if (std::isinf(s_enc)) s_enc = FLT_MAX;
-    }
-    f.k.tensor_enc = s_enc;
-    f.k.tensor_dec = 1.0f / s_enc;
-  }
+  if (s.rule == ScaleRule::kNvfp4) set_nvfp4_tensor_scale(f, in, n, tensor_amax, big);
   const bool fused = f.g.br * f.g.bc <= kMaxFusedBlock;
   if (!fused) {
     whole_array_maxima(in, f);

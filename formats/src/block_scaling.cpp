@@ -1,38 +1,30 @@
 // Scheme descriptions: parsing, derived properties, delayed scaling, cuBLAS scale layout.
 #include "precsim/formats/block_scaling.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
+
+#include "precsim/formats/spec.h"
 
 namespace precsim {
 namespace {
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) return out;
-    start = p + 1;
-  }
-}
-
-int parse_int(std::string_view scheme, std::string_view key, std::string_view v, int lo, int hi) {
+int parse_int(const Spec& spec, const SpecOption& o, std::string_view key, std::string_view v, int lo, int hi) {
   int x = 0;
   const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
-    throw std::invalid_argument("scheme '" + std::string(scheme) + "': " + std::string(key) + "=" +
-                                std::string(v) + " is not an integer in " + std::to_string(lo) +
-                                ".." + std::to_string(hi));
+    throw spec.error(o, std::string(key) + "=" + std::string(v) + " is not an integer in " + std::to_string(lo) +
+                            ".." + std::to_string(hi));
   return x;
 }
 
-BlockScaling mx(const char* element, int block = 32) {
+BlockScaling mx(const Format& element, int block = 32) {
   BlockScaling s;
-  s.element = format_by_name(element);
+  s.element = element;
   s.rule = ScaleRule::kFloor;  // OCP v1.0 §6.3
   s.scale_format = ScaleFormat::kE8M0;
   s.block_along = block;
@@ -42,16 +34,138 @@ BlockScaling mx(const char* element, int block = 32) {
 
 struct Preset {
   const char* name;
-  const char* element;  // nullptr: not an MX preset
+  const char* element;
 };
 constexpr Preset kMxPresets[] = {
     {"mxfp8_e4m3", "float8_e4m3fn"}, {"mxfp8_e5m2", "float8_e5m2"}, {"mxfp6_e2m3", "float6_e2m3fn"},
     {"mxfp6_e3m2", "float6_e3m2fn"}, {"mxfp4", "float4_e2m1fn"},    {"mxint8", "int8"},
 };
 
+const char* kMxElementHelp = "e4m3 (float8_e4m3fn), e5m2, e2m3, e3m2, e2m1, int8";
 const char* kOptionHelp =
-    "options: rule=floor|ceil|even|rceil, block=N, axis=0|1, 2d, tensor, row, tile<N>, block<N>, "
+    "options: rule=floor|ceil|even|rceil, block=N, axis=0|1, 2d, tensor, row, tile<N>, block<N>, mx, nvfp4, "
     "pow2, fp32, eps=X, margin=N";
+const char* kSchemeHelp =
+    "block-scaled schemes: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4, "
+    "<format>:tensor|row|tile128|block128|mx|nvfp4";
+
+BlockScaling nvfp4(const Format& element) {
+  BlockScaling s = mx(element, 16);
+  s.rule = ScaleRule::kNvfp4;
+  s.scale_format = ScaleFormat::kE4M3;
+  return s;
+}
+
+// The scheme a preset name stands for, or nullopt for a name that must be an element format.
+std::optional<BlockScaling> preset_scheme(std::string_view name) {
+  for (const auto& p : kMxPresets)
+    if (name == p.name) return mx(format_by_name(p.element));
+  if (name == "nvfp4") return nvfp4(format_by_name("float4_e2m1fn"));
+  return std::nullopt;
+}
+
+// What the options of a scheme asked for, before it is checked as a whole.
+struct SchemeRequest {
+  bool rule_given = false, pow2 = false, fp32 = false, two_d = false;
+  bool mx = false, nvfp4 = false;  // "<format>:mx", "<format>:nvfp4"
+  int block = -1;                  // block=N
+  int along = -2, across = -2;     // tensor, row, tile<N>, block<N>; -2: not given
+  std::string format_spec;         // a custom element format's own options are appended here
+};
+
+// Reads one option of a scheme into s and r; false when it is not a scheme option.
+bool apply_scheme_option(const Spec& spec, const SpecOption& o, BlockScaling& s, SchemeRequest& r) {
+  const std::string_view key = o.key, val = o.value.value_or("");
+  if (!o.is_flag()) {
+    if (key == "rule") {
+      static const std::pair<std::string_view, ScaleRule> kRules[] = {
+          {"floor", ScaleRule::kFloor}, {"ceil", ScaleRule::kCeil}, {"even", ScaleRule::kEven}, {"rceil", ScaleRule::kRceil}};
+      bool known = false;
+      for (const auto& [n, rule] : kRules)
+        if (val == n) s.rule = rule, known = true;
+      if (!known) throw spec.error(o, "rule '" + std::string(val) + "' is unknown; allowed: floor, ceil, even, rceil");
+      r.rule_given = true;
+    } else if (key == "block") {
+      r.block = parse_int(spec, o, key, val, 1, 1 << 20);
+    } else if (key == "axis") {
+      s.axis = parse_int(spec, o, key, val, 0, 1);
+    } else if (key == "eps") {
+      char* end = nullptr;
+      const std::string v(val);
+      s.amax_epsilon = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(s.amax_epsilon >= 0) || !std::isfinite(s.amax_epsilon))
+        throw spec.error(o, "eps=" + v + " is not a finite number >= 0");
+    } else if (key == "margin") {
+      s.margin = parse_int(spec, o, key, val, 0, 64);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if (key == "2d") r.two_d = true;
+  else if (key == "pow2") r.pow2 = true;
+  else if (key == "fp32") r.fp32 = true;
+  else if (key == "mx") r.mx = true;
+  else if (key == "nvfp4") r.nvfp4 = true;
+  else if (key == "tensor") r.along = 0, r.across = 0;
+  else if (key == "row") r.along = 0, r.across = 1;
+  else if (key.starts_with("tile") || key.starts_with("block")) {
+    const bool tile = key.starts_with("tile");
+    const int n = parse_int(spec, o, tile ? "tile" : "block", key.substr(tile ? 4 : 5), 1, 1 << 20);
+    r.along = n, r.across = tile ? 1 : n;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// MX and NVFP4 are defined for their element formats only; any spelling of those is accepted
+// ("e4m3:nanonly:mx" is mxfp8_e4m3), any other element is refused.
+BlockScaling element_scheme(const Spec& spec, const Format& element, const SchemeRequest& r) {
+  if (r.mx && r.nvfp4) throw spec.error("mx and nvfp4 exclude each other");
+  if ((r.mx || r.nvfp4) && r.along != -2)
+    throw spec.error("mx and nvfp4 exclude tensor, row, tile<N> and block<N>");
+  if (r.mx) {
+    if (!mx_scheme_name(element))
+      throw spec.error("element format " + element.name + " is not an MX element; MX elements: " + kMxElementHelp);
+    return mx(element);
+  }
+  if (r.nvfp4) {
+    if (!same_encoding(element, format_by_name("float4_e2m1fn")))
+      throw spec.error("nvfp4 needs an E2M1 element (float4_e2m1fn), got " + element.name);
+    return nvfp4(element);
+  }
+  BlockScaling s;
+  s.element = element;
+  if (r.along != -2) {
+    s.rule = ScaleRule::kAmax;
+    s.scale_format = r.pow2 ? ScaleFormat::kPow2Fp32 : ScaleFormat::kFp32;
+    s.block_along = r.along;
+    s.block_across = r.across;
+  }
+  return s;
+}
+
+// The checks that need the whole scheme.
+void check_scheme(const Spec& spec, BlockScaling& s, const SchemeRequest& r) {
+  if (s.rule == ScaleRule::kNone && (r.rule_given || r.block >= 0 || r.two_d || r.pow2 || r.fp32 || s.amax_epsilon > 0 || s.margin))
+    throw spec.error("scaling options need a scaled scheme (mx*, nvfp4, or :tensor, :row, :tile<N>, :block<N>, :mx, :nvfp4)");
+  if (r.rule_given && s.scale_format != ScaleFormat::kE8M0) throw spec.error("rule= applies to MX schemes only (E8M0 scales)");
+  if ((r.pow2 || r.fp32 || s.amax_epsilon > 0 || s.margin) && s.rule != ScaleRule::kAmax)
+    throw spec.error("pow2, fp32, eps and margin apply to FP8 recipes (:tensor, :row, :tile<N>, :block<N>)");
+  if (r.pow2 && r.fp32) throw spec.error("pow2 and fp32 exclude each other");
+  if (r.block >= 0) {
+    if (s.rule == ScaleRule::kAmax) throw spec.error("use tile<N> or block<N> for FP8 recipes, not block=N");
+    s.block_along = r.block;
+  }
+  if (r.two_d) {
+    if (s.rule == ScaleRule::kAmax) throw spec.error("2d applies to MX and NVFP4; FP8 2-D blocks are block<N>");
+    s.block_across = s.block_along;
+  }
+  if (s.rule != ScaleRule::kNone && s.element.bits() > 16 && s.element.kind == FormatKind::kFloat &&
+      s.element.exp_bits >= 8)
+    throw spec.error("element format " + s.element.name + " has FP32's range; scaling it is not supported");
+}
 
 }  // namespace
 
@@ -108,107 +222,45 @@ double BlockScaling::bits_per_element(size_t rows, size_t cols) const {
   return bits;
 }
 
-BlockScaling parse_block_scaling(std::string_view scheme) {
-  const auto parts = split(scheme, ':');
-  const std::string head(parts[0]);
-  BlockScaling s;
-  bool known_head = false;
+std::optional<std::string_view> mx_scheme_name(const Format& element) {
   for (const auto& p : kMxPresets)
-    if (head == p.name) s = mx(p.element), known_head = true;
-  if (head == "nvfp4") {
-    s = mx("float4_e2m1fn", 16);
-    s.rule = ScaleRule::kNvfp4;
-    s.scale_format = ScaleFormat::kE4M3;
-    known_head = true;
-  }
-  // Remaining parts: our keywords, or options of a custom element format (bias=, nosub, ...),
-  // which never collide with ours.
-  std::string format_spec = known_head ? "" : head;
-  bool rule_given = false, pow2 = false, fp32 = false, two_d = false;
-  int block = -1, granularity_along = -2, granularity_across = -2;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const std::string_view p = parts[i];
-    const size_t eq = p.find('=');
-    const std::string_view key = p.substr(0, eq);
-    const std::string_view val = eq == std::string_view::npos ? std::string_view() : p.substr(eq + 1);
-    auto bad = [&](const std::string& why) {
-      return std::invalid_argument("scheme '" + std::string(scheme) + "': " + why);
-    };
-    if (key == "rule") {
-      if (val == "floor") s.rule = ScaleRule::kFloor;
-      else if (val == "ceil") s.rule = ScaleRule::kCeil;
-      else if (val == "even") s.rule = ScaleRule::kEven;
-      else if (val == "rceil") s.rule = ScaleRule::kRceil;
-      else throw bad("rule '" + std::string(val) + "' is unknown; allowed: floor, ceil, even, rceil");
-      rule_given = true;
-    } else if (key == "block" && eq != std::string_view::npos) {
-      block = parse_int(scheme, key, val, 1, 1 << 20);
-    } else if (key == "axis") {
-      s.axis = parse_int(scheme, key, val, 0, 1);
-    } else if (key == "eps") {
-      char* end = nullptr;
-      const std::string v(val);
-      s.amax_epsilon = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(s.amax_epsilon >= 0) || !std::isfinite(s.amax_epsilon))
-        throw bad("eps=" + v + " is not a finite number >= 0");
-    } else if (key == "margin") {
-      s.margin = parse_int(scheme, key, val, 0, 64);
-    } else if (p == "2d") {
-      two_d = true;
-    } else if (p == "pow2") {
-      pow2 = true;
-    } else if (p == "fp32") {
-      fp32 = true;
-    } else if (p == "tensor") {
-      granularity_along = 0, granularity_across = 0;
-    } else if (p == "row") {
-      granularity_along = 0, granularity_across = 1;
-    } else if (p.starts_with("tile") || (p.starts_with("block") && eq == std::string_view::npos)) {
-      const bool tile = p.starts_with("tile");
-      const int n = parse_int(scheme, tile ? "tile" : "block", p.substr(tile ? 4 : 5), 1, 1 << 20);
-      granularity_along = n, granularity_across = tile ? 1 : n;
-    } else if (!known_head && eq != std::string_view::npos ? key == "bias" : !known_head) {
-      format_spec.append(":").append(p);  // an option of a custom element format
-    } else {
-      throw bad("'" + std::string(p) + "' is not understood; " + kOptionHelp);
+    if (same_encoding(element, format_by_name(p.element))) return p.name;
+  return std::nullopt;
+}
+
+BlockScaling parse_block_scaling(std::string_view scheme) {
+  const Spec spec = parse_spec(scheme, {.what = "scheme"});
+  const std::optional<BlockScaling> preset = preset_scheme(spec.name);
+  BlockScaling s = preset.value_or(BlockScaling{});
+  SchemeRequest r;
+  r.format_spec = spec.name;
+  for (const SpecOption& o : spec.options) {
+    if (apply_scheme_option(spec, o, s, r)) {
+      const bool element_only = o.key == "mx" || o.key == "nvfp4" || o.key == "tensor" || o.key == "row" ||
+                                (o.is_flag() && (o.key.starts_with("tile") || o.key.starts_with("block")));
+      if (preset && element_only)
+        throw spec.error(o, "'" + o.text + "' applies to an element format, not to the preset " + spec.name);
+      continue;
     }
+    // The options of a custom element format (bias=B, nosub, ...), which never collide with ours.
+    static constexpr std::string_view kFormatFlags[] = {"nosub", "ieee", "nanonly", "fn", "finite", "fnuz", "unsigned"};
+    const bool format_option = o.is_flag() ? std::ranges::find(kFormatFlags, o.key) != std::end(kFormatFlags) : o.key == "bias";
+    if (preset || !format_option)
+      throw spec.error(o, "'" + o.text + "' is not understood; " + kOptionHelp +
+                              (preset ? "" : "; of a custom element format: bias=B, nosub, ieee, nanonly, finite, fnuz, unsigned"));
+    r.format_spec.append(":").append(o.text);
   }
-  if (!known_head) {
+  if (!preset) {
     std::string err;
-    const auto f = parse_format(format_spec, &err);
-    if (!f)
-      throw std::invalid_argument("scheme '" + std::string(scheme) + "': " + err +
-                                  "; block-scaled schemes: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, "
-                                  "mxfp4, mxint8, nvfp4, <format>:tensor|row|tile128|block128");
-    s.element = *f;
-    if (granularity_along != -2) {
-      s.rule = ScaleRule::kAmax;
-      s.scale_format = pow2 ? ScaleFormat::kPow2Fp32 : ScaleFormat::kFp32;
-      s.block_along = granularity_along;
-      s.block_across = granularity_across;
-    }
+    const auto f = parse_format(r.format_spec, &err);
+    if (!f) throw spec.error(err + "; " + kSchemeHelp);
+    const BlockScaling given = s;  // the options read so far, applied to the element's scheme
+    s = element_scheme(spec, *f, r);
+    s.axis = given.axis, s.amax_epsilon = given.amax_epsilon, s.margin = given.margin;
+    if (r.rule_given && s.scale_format != ScaleFormat::kE8M0) throw spec.error("rule= applies to MX schemes only (E8M0 scales)");
+    if (r.rule_given) s.rule = given.rule;
   }
-  auto bad = [&](const std::string& why) {
-    return std::invalid_argument("scheme '" + std::string(scheme) + "': " + why);
-  };
-  if (s.rule == ScaleRule::kNone && (rule_given || block >= 0 || two_d || pow2 || fp32 || s.amax_epsilon > 0 || s.margin))
-    throw bad("scaling options need a scaled scheme (mx*, nvfp4, or :tensor, :row, :tile<N>, :block<N>)");
-  if (rule_given && s.scale_format != ScaleFormat::kE8M0)
-    throw bad("rule= applies to MX schemes only (E8M0 scales)");
-  if ((pow2 || fp32 || s.amax_epsilon > 0 || s.margin) && s.rule != ScaleRule::kAmax)
-    throw bad("pow2, fp32, eps and margin apply to FP8 recipes (:tensor, :row, :tile<N>, :block<N>)");
-  if (pow2 && fp32) throw bad("pow2 and fp32 exclude each other");
-  if (block >= 0) {
-    if (s.rule == ScaleRule::kAmax) throw bad("use tile<N> or block<N> for FP8 recipes, not block=N");
-    s.block_along = block;
-  }
-  if (two_d) {
-    if (s.rule == ScaleRule::kAmax) throw bad("2d applies to MX and NVFP4; FP8 2-D blocks are block<N>");
-    s.block_across = s.block_along;
-  }
-  if (s.rule != ScaleRule::kNone && s.element.bits() > 16 && s.element.kind == FormatKind::kFloat &&
-      s.element.exp_bits >= 8)
-    throw bad("element format " + s.element.name + " has FP32's range; scaling it is not supported");
+  check_scheme(spec, s, r);
   s.name = std::string(scheme);
   return s;
 }

@@ -1,10 +1,12 @@
 #include "precsim/formats/format.h"
 
+#include <charconv>
 #include <cmath>
 #include <regex>
 #include <stdexcept>
 
 #include "precsim/formats/rounding.h"
+#include "precsim/formats/spec.h"
 
 namespace precsim {
 namespace {
@@ -61,66 +63,83 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::optional<Format> parse_custom(const std::string& spec, std::string* error) {
+const char* kCustomGrammar = "eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]";
+
+// "e4m3" -> (4, 3); nullopt for anything else.
+std::optional<std::pair<int, int>> exp_man_bits(std::string_view name) {
+  static const std::regex head(R"(^e(\d{1,2})m(\d{1,2})$)");
+  std::match_results<std::string_view::const_iterator> mt;
+  if (!std::regex_match(name.begin(), name.end(), mt, head)) return std::nullopt;
+  return std::pair{std::stoi(mt[1]), std::stoi(mt[2])};
+}
+
+// Applies one option of a custom spec; returns the error, or "" when it was understood.
+std::string apply_format_option(Format& f, const SpecOption& o, bool& nonfinite_given) {
+  static const std::pair<std::string_view, NonFinite> kNonFinite[] = {
+      {"ieee", NonFinite::kIeee},         {"nanonly", NonFinite::kNanOnly}, {"fn", NonFinite::kNanOnly},
+      {"finite", NonFinite::kFiniteOnly}, {"fnuz", NonFinite::kFnuz}};
+  if (o.key == "bias" && o.value) {
+    const std::string& v = *o.value;
+    int bias = 0;
+    const char* begin = v.data() + (v.starts_with('+') && !v.starts_with("+-") ? 1 : 0);
+    const auto [end, ec] = std::from_chars(begin, v.data() + v.size(), bias);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) return "bad bias '" + v + "', expected an integer";
+    f.bias = bias;
+    return "";
+  }
+  if (!o.is_flag()) return "unknown option '" + o.text + "'; allowed: bias=B, nosub, ieee, nanonly, finite, fnuz, unsigned";
+  for (const auto& [name, nf] : kNonFinite) {
+    if (o.key != name) continue;
+    if (nonfinite_given) return "ieee, nanonly, finite and fnuz exclude each other";
+    f.nonfinite = nf;
+    nonfinite_given = true;
+    return "";
+  }
+  if (o.key == "nosub") f.subnormals = false;
+  else if (o.key == "unsigned") f.is_signed = false;
+  else return "unknown option '" + o.text + "'; allowed: bias=B, nosub, ieee, nanonly, finite, fnuz, unsigned";
+  return "";
+}
+
+// Encodings the rounding code cannot represent, and ranges a double cannot hold.
+std::string check_custom(const Format& f) {
+  const int e = f.exp_bits, m = f.man_bits;
+  if (f.nonfinite == NonFinite::kIeee && e < 2) return "IEEE non-finite encoding needs at least 2 exponent bits";
+  if (f.nonfinite == NonFinite::kIeee && m == 0)
+    return "IEEE non-finite encoding needs a mantissa bit for NaN; use :nanonly or :finite";
+  if (f.nonfinite == NonFinite::kFnuz && !f.is_signed) return "fnuz needs a sign bit (its NaN is the negative-zero code)";
+  if (f.nonfinite == NonFinite::kNanOnly && m == 0 && e < 2) return "nanonly with no mantissa needs at least 2 exponent bits";
+  // Every value must be a double, so that decode() and the double API are exact.
+  if (f.emax() > 1023 || f.quantum_exp() < -1074)
+    return "bias " + std::to_string(f.bias) + " puts its range outside double's (values must lie in 2^-1074..2^1023)";
+  return "";
+}
+
+std::optional<Format> parse_custom(const std::string& text, std::string* error) {
   auto fail = [&](const std::string& msg) -> std::optional<Format> {
     if (error) *error = msg;
     return std::nullopt;
   };
-  static const std::regex head(R"(^e(\d{1,2})m(\d{1,2})((:[a-z0-9=+-]+)*)$)");
-  std::smatch mt;
-  if (!std::regex_match(spec, mt, head)) {
-    return fail("unknown format '" + spec + "'; known formats: " + known_format_names() +
-                "; or a custom eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]");
+  Spec spec;
+  try {
+    spec = parse_spec(text, {.what = "format"});
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
   }
-  const int e = std::stoi(mt[1]);
-  const int m = std::stoi(mt[2]);
-  if (e < 1 || e > 11) return fail("format '" + spec + "': exponent bits must be 1..11, got " + std::to_string(e));
-  if (m < 0 || m > 52) return fail("format '" + spec + "': mantissa bits must be 0..52, got " + std::to_string(m));
+  const auto bits = exp_man_bits(spec.name);
+  if (!bits)
+    return fail("unknown format '" + text + "'; known formats: " + known_format_names() + "; or a custom " + kCustomGrammar);
+  const auto [e, m] = *bits;
+  const std::string prefix = "format '" + text + "': ";
+  if (e < 1 || e > 11) return fail(prefix + "exponent bits must be 1..11, got " + std::to_string(e));
+  if (m < 0 || m > 52) return fail(prefix + "mantissa bits must be 0..52, got " + std::to_string(m));
   Format f = make("", e, m, (1 << (e - 1)) - 1, NonFinite::kIeee);
-  std::string opts = mt[3];
-  size_t pos = 0;
-  while (pos < opts.size()) {
-    size_t next = opts.find(':', pos + 1);
-    std::string o = opts.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
-    pos = next == std::string::npos ? opts.size() : next;
-    if (o.rfind("bias=", 0) == 0) {
-      try {
-        size_t used = 0;
-        f.bias = std::stoi(o.substr(5), &used);
-        if (used != o.size() - 5) throw std::invalid_argument(o);
-      } catch (const std::exception&) {
-        return fail("format '" + spec + "': bad bias '" + o.substr(5) + "', expected an integer");
-      }
-    } else if (o == "nosub") {
-      f.subnormals = false;
-    } else if (o == "ieee") {
-      f.nonfinite = NonFinite::kIeee;
-    } else if (o == "nanonly" || o == "fn") {
-      f.nonfinite = NonFinite::kNanOnly;
-    } else if (o == "finite") {
-      f.nonfinite = NonFinite::kFiniteOnly;
-    } else if (o == "fnuz") {
-      f.nonfinite = NonFinite::kFnuz;
-    } else if (o == "unsigned") {
-      f.is_signed = false;
-    } else {
-      return fail("format '" + spec + "': unknown option '" + o +
-                  "'; allowed: bias=B, nosub, ieee, nanonly, finite, fnuz, unsigned");
-    }
-  }
-  if (f.nonfinite == NonFinite::kIeee && e < 2)
-    return fail("format '" + spec + "': IEEE non-finite encoding needs at least 2 exponent bits");
-  if (f.nonfinite == NonFinite::kIeee && m == 0)
-    return fail("format '" + spec + "': IEEE non-finite encoding needs a mantissa bit for NaN; use :nanonly or :finite");
-  if (f.nonfinite == NonFinite::kFnuz && !f.is_signed)
-    return fail("format '" + spec + "': fnuz needs a sign bit (its NaN is the negative-zero code)");
-  if (f.nonfinite == NonFinite::kNanOnly && m == 0 && e < 2)
-    return fail("format '" + spec + "': nanonly with no mantissa needs at least 2 exponent bits");
-  // Every value must be a double, so that decode() and the double API are exact.
-  if (f.emax() > 1023 || f.quantum_exp() < -1074)
-    return fail("format '" + spec + "': bias " + std::to_string(f.bias) +
-                " puts its range outside double's (values must lie in 2^-1074..2^1023)");
-  f.name = spec;
+  bool nonfinite_given = false;
+  for (const auto& o : spec.options)
+    if (std::string why = apply_format_option(f, o, nonfinite_given); !why.empty())
+      return fail(spec.error(o, why).what());
+  if (std::string why = check_custom(f); !why.empty()) return fail(prefix + why);
+  f.name = text;
   return f;
 }
 
@@ -153,6 +172,18 @@ std::optional<Format> parse_format(std::string_view spec_in, std::string* error)
       if (a == spec) return p.format;
   }
   return parse_custom(spec, error);
+}
+
+bool same_encoding(const Format& a, const Format& b) {
+  Format unnamed = b;
+  unnamed.name = a.name;
+  return a == unnamed;
+}
+
+const FormatPreset* preset_with_encoding(const Format& f) {
+  for (const auto& p : format_presets())
+    if (same_encoding(p.format, f)) return &p;
+  return nullptr;
 }
 
 Format format_by_name(std::string_view spec) {

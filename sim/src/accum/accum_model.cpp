@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "precsim/formats/spec.h"
+
 namespace precsim {
 namespace {
 
@@ -18,7 +20,8 @@ const Format& fp64() { return detail::fp64_format(); }
 constexpr const char* kSrcFasi = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021)";
 constexpr const char* kSrcKm = "Khattak & Mikaitis, arXiv:2512.07004 (KM26 models)";
 constexpr const char* kSrcMma = "Xie et al., MMA-Sim, arXiv:2511.10909";
-constexpr const char* kRef = "shared/reference/tensor_cores_and_reductions.md";
+// The block-FMA model and where each preset's parameters were measured: docs/SOURCES.md.
+constexpr const char* kRef = "docs/SOURCES.md, block-FMA model";
 
 AccumModel simple(std::string name, AccumKind kind, bool fma, std::string desc) {
   AccumModel m;
@@ -39,7 +42,7 @@ AccumModel block(std::string name, int n, int frac, int floor, int split, std::s
   m.block.frac_bits = frac;
   m.block.align_exp_floor = floor;
   m.block.instruction_split = split;
-  m.source = std::move(src) + "; " + kRef + " section 2.3";
+  m.source = std::move(src) + "; " + kRef;
   m.description = std::move(desc);
   return m;
 }
@@ -272,23 +275,17 @@ AccumModel parse_accum_model(std::string_view spec) {
     }
     return accum_model_from_json(j);
   }
-  std::vector<std::string_view> parts;
-  for (size_t pos = 0;;) {
-    const size_t next = spec.find(':', pos);
-    parts.push_back(spec.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos));
-    if (next == std::string_view::npos) break;
-    pos = next + 1;
-  }
+  // A later key overrides an earlier one, so that text appended to a spec (or to_spec's output)
+  // changes it: "h100:F=30", to_spec(m) + ":acc=bf16".
+  const Spec parsed = parse_spec(spec, {.what = "accumulation model", .later_key_overrides = true});
+  const std::string_view head = parsed.name;
   AccumModel m;
-  const std::string_view head = parts[0];
-  bool found = false;
-  for (const auto& p : accum_presets()) {
-    if (p.name == head) {
-      m = p;
-      found = true;
-    }
-  }
-  if (!found) {
+  const AccumModel* preset = nullptr;
+  for (const auto& p : accum_presets())
+    if (p.name == head) preset = &p;
+  if (preset) {
+    m = *preset;
+  } else {
     const auto it = kind_names().find(head);
     if (it == kind_names().end())
       bad(fmt::format("unknown accumulation model '{}'; presets: {}; or a spec KIND[:key=value...] with KIND one "
@@ -296,20 +293,23 @@ AccumModel parse_accum_model(std::string_view spec) {
                       head, known_accum_model_names()));
     m.kind = it->second;
     m.name = "custom";
-    m.source = "user spec";
+    m.source = m.kind == AccumKind::kBlockFma ? "user spec (" + std::string(kRef) + ")" : "user spec";
     m.description = "";
-    if (m.kind == AccumKind::kBlockFma) m.source = "user spec (block-FMA model of " + std::string(kRef) + " section 2.1)";
   }
   bool ofb_set = false, acc_set = false;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const size_t eq = parts[i].find('=');
-    if (eq == std::string_view::npos || eq == 0)
-      bad(fmt::format("accumulation model '{}': '{}' is not key=value", spec, parts[i]));
-    apply(m, parts[i].substr(0, eq), parts[i].substr(eq + 1), ofb_set, acc_set);
+  for (const SpecOption& o : parsed.options) {
+    if (o.is_flag()) throw parsed.error(o, fmt::format("'{}' is not key=value", o.text));
+    try {
+      apply(m, o.key, *o.value, ofb_set, acc_set);
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();  // apply()'s messages also serve the JSON form, which has no column
+      if (why.starts_with("accumulation model: ")) why.erase(0, std::string_view("accumulation model: ").size());
+      throw parsed.error(o, why);
+    }
   }
   if (acc_set && !ofb_set) m.block.out_frac_bits = std::min(m.block.out_frac_bits, m.acc.man_bits);
-  if (acc_set && !ofb_set && m.kind == AccumKind::kBlockFma && !found) m.block.out_frac_bits = m.acc.man_bits;
-  if (found && parts.size() > 1) {
+  if (acc_set && !ofb_set && m.kind == AccumKind::kBlockFma && !preset) m.block.out_frac_bits = m.acc.man_bits;
+  if (preset && !parsed.options.empty()) {
     m.name = std::string(spec);
     m.description = "preset " + std::string(head) + " with changed parameters";
   }

@@ -7,19 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "precsim/formats/spec.h"
 #include "precsim/sim/core/random.h"
 
 namespace precsim {
 namespace {
 
-struct Spec {
+struct DistSpec {
   const char* name;
   DistKind kind;
   std::vector<std::pair<const char*, double>> defaults;
 };
 
-const std::vector<Spec>& specs() {
-  static const std::vector<Spec> s = {
+const std::vector<DistSpec>& specs() {
+  static const std::vector<DistSpec> s = {
       {"normal", DistKind::kNormal, {{"mean", 0}, {"std", 1}}},
       {"laplace", DistKind::kLaplace, {{"loc", 0}, {"scale", 1}}},
       {"uniform", DistKind::kUniform, {{"low", -1}, {"high", 1}}},
@@ -55,29 +56,22 @@ std::string_view to_string(DistKind k) {
 }
 
 Distribution parse_distribution(std::string_view spec) {
-  const size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
+  // Parameters are separated by ',' as well as ':' ("uniform:low=0,high=1"), as they always were.
+  const Spec parsed = parse_spec(spec, {.what = "distribution", .separators = ":,"});
+  const std::string& name = parsed.name;
   Distribution d;
-  const Spec* found = nullptr;
+  const DistSpec* found = nullptr;
   for (const auto& s : specs())
     if (name == s.name) found = &s;
-  if (!found)
-    throw std::invalid_argument("distribution '" + std::string(name) + "' is unknown; allowed: " + kAllowed);
+  if (!found) throw std::invalid_argument("distribution '" + name + "' is unknown; allowed: " + kAllowed);
+  if (spec.size() > name.size() && spec[name.size()] != ':')
+    throw parsed.error("expected ':' after the name " + name);
   d.kind = found->kind;
   for (const auto& [k, v] : found->defaults) d.params[k] = v;
-  if (colon != std::string_view::npos) {
-    std::string_view rest = spec.substr(colon + 1);
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      const std::string_view kv = rest.substr(0, comma);
-      const size_t eq = kv.find('=');
-      const std::string key(kv.substr(0, eq));
-      if (eq == std::string_view::npos || !d.params.count(key))
-        throw std::invalid_argument("distribution '" + std::string(spec) + "': '" + std::string(kv) +
-                                    "' is not a parameter of " + found->name + "; allowed: " + kAllowed);
-      d.params[key] = parse_double(kv.substr(eq + 1), "distribution '" + std::string(spec) + "' " + key);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    }
+  for (const SpecOption& o : parsed.options) {
+    if (o.is_flag() || !d.params.count(o.key))
+      throw parsed.error(o, "'" + o.text + "' is not a parameter of " + found->name + "; allowed: " + kAllowed);
+    d.params[o.key] = parse_double(*o.value, "distribution '" + std::string(spec) + "' " + o.key);
   }
   auto need = [&](bool ok, const std::string& why) {
     if (!ok) throw std::invalid_argument("distribution '" + std::string(spec) + "': " + why);

@@ -9,13 +9,9 @@
 namespace precsim {
 namespace {
 
+// By encoding, not by name: a custom "e4m3:nanonly" is float8_e4m3fn.
 std::string mx_scheme(const Format& f) {
-  if (f.name == "float8_e4m3fn") return "mxfp8_e4m3";
-  if (f.name == "float8_e5m2") return "mxfp8_e5m2";
-  if (f.name == "float6_e2m3fn") return "mxfp6_e2m3";
-  if (f.name == "float6_e3m2fn") return "mxfp6_e3m2";
-  if (f.name == "float4_e2m1fn") return "mxfp4";
-  if (f.name == "int8") return "mxint8";
+  if (const auto name = mx_scheme_name(f)) return std::string(*name);
   throw std::invalid_argument(fmt::format(
       "scaling mx needs an MX element format (e4m3, e5m2, e2m3, e3m2, e2m1, int8), got '{}'", f.name));
 }
@@ -41,7 +37,7 @@ std::string operand_scheme(const OperandSpec& spec, int margin) {
     case Scaling::kBlock2d: return fmt::format("{}:block{}:pow2", f.name, spec.block);
     case Scaling::kMx: return mx_scheme(f) + (spec.block != 32 ? fmt::format(":block={}", spec.block) : "");
     case Scaling::kNvfp4:
-      if (f.name != "float4_e2m1fn") throw std::invalid_argument("scaling nvfp4 needs element format e2m1, got '" + f.name + "'");
+      if (!same_encoding(f, format_by_name("float4_e2m1fn"))) throw std::invalid_argument("scaling nvfp4 needs element format e2m1, got '" + f.name + "'");
       return "nvfp4";
   }
   return f.name;

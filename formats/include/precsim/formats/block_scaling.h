@@ -10,14 +10,16 @@
 // block_along = 0 or block_across = 0 means "the whole extent" (per-row: along = 0, across = 1;
 // per-tensor: both 0). Edge blocks are partial: they hold what is left.
 //
-// The references for every rule below are in ../shared/reference/fp8_mx_training.md (sections
-// noted as §x.y); the choices the specifications leave open are documented where they are made,
-// in block_scaling.cpp.
+// The specifications behind every rule below are listed in docs/SOURCES.md ("Block scaling";
+// section numbers noted as §x.y are those of the OCP MX v1.0 specification and the FP8 recipe
+// papers listed there); the choices the specifications leave open are documented where they are
+// made, in block_scaling.cpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,12 +76,16 @@ struct BlockScaling {
   friend bool operator==(const BlockScaling&, const BlockScaling&) = default;
 };
 
-// Parses a scheme: "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8",
-// "nvfp4", "<fp8 format>:tensor|row|tile<N>|block<N>" (fp8_e4m3, fp8_e5m2 or any format name),
-// or a plain format name; options ":rule=floor|ceil|even|rceil", ":block=N", ":axis=0|1", ":2d"
-// (NVFP4 16x16 / MX 2-D), ":pow2" / ":fp32" (FP8 scale format), ":eps=X", ":margin=N".
-// Throws std::invalid_argument naming the bad part and what is allowed.
+// Parses a scheme (the grammar of spec.h): "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
+// "mxfp4", "mxint8", "nvfp4", "<format>:tensor|row|tile<N>|block<N>" (fp8_e4m3, fp8_e5m2 or any
+// format spec), "<format>:mx" / "<format>:nvfp4" (MX or NVFP4 scaling of an element written any way:
+// "e4m3:nanonly:mx" is mxfp8_e4m3), or a plain format; options ":rule=floor|ceil|even|rceil",
+// ":block=N", ":axis=0|1", ":2d" (NVFP4 16x16 / MX 2-D), ":pow2" / ":fp32" (FP8 scale format),
+// ":eps=X", ":margin=N". Throws std::invalid_argument naming the bad part and what is allowed.
 BlockScaling parse_block_scaling(std::string_view scheme);
+// The MX preset ("mxfp8_e4m3", ..., "mxint8") whose element has the encoding of `element`, whatever
+// its name; nullopt when it is not an MX element.
+std::optional<std::string_view> mx_scheme_name(const Format& element);
 // Names accepted as the first part of a scheme (for error messages and `--formats all`).
 std::vector<std::string> block_scaling_presets();
 std::string_view to_string(ScaleRule);

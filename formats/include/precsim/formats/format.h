@@ -81,6 +81,13 @@ struct FormatPreset {
 const std::vector<FormatPreset>& format_presets();
 std::string known_format_names();  // "fp64, fp32, ..." for error messages
 
+// Whether two formats have the same values and codes: every field but the name. A custom spec keeps
+// the name it was written with ("e4m3:nanonly"), so code that asks "is this E4M3?" must compare
+// encodings, not names: "e4m3:nanonly" is float8_e4m3fn wherever float8_e4m3fn is accepted.
+bool same_encoding(const Format& a, const Format& b);
+// The preset with the encoding of f (f itself when it is a preset), or nullptr.
+const FormatPreset* preset_with_encoding(const Format& f);
+
 std::string_view to_string(NonFinite);
 
 }  // namespace precsim

@@ -22,8 +22,9 @@ struct Distribution {
   double outlier_magnitude = 1;
 };
 
-// "normal", "normal:std=0.02", "student-t:df=2.5,scale=0.1" ... Throws std::invalid_argument
-// naming the bad part and the allowed names and parameters.
+// "normal", "normal:std=0.02", "student-t:df=2.5,scale=0.1" (the grammar of formats/spec.h;
+// parameters separated by ',' or ':'). Throws std::invalid_argument naming the bad part and the
+// allowed names and parameters.
 Distribution parse_distribution(std::string_view spec);
 // "fraction,magnitude", e.g. "0.001,100": fraction in [0, 1], magnitude finite.
 void parse_outliers(std::string_view spec, Distribution& d);
