@@ -1,5 +1,5 @@
 // The simulated all-reduce against exact sums and hand-computed NCCL orders
-// (../shared/reference/tensor_cores_and_reductions.md section 4).
+// (docs/SOURCES.md, TC 4).
 #include <gtest/gtest.h>
 
 #include <cmath>

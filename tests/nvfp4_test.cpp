@@ -1,5 +1,5 @@
 // NVFP4 (E2M1 elements, E4M3 scale per 16 elements, FP32 tensor scale) against a second
-// implementation written from the NVFP4 paper's Appendix B procedure (fp8_mx_training.md §1.7)
+// implementation written from the NVFP4 paper's Appendix B procedure (docs/SOURCES.md §1.7)
 // with the CUDA headers' host conversions (cuda_fp8.h, cuda_fp4.h) doing every rounding.
 #include <cuda_fp16.h>
 #include <cuda_fp4.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reproducibility contract (DESIGN.md) for every command: two --deterministic runs give
+"""Reproducibility contract (docs/CONVENTIONS.md) for every command: two --deterministic runs give
 byte-identical reports, on 1 thread and on 2; without --deterministic the digest of the results
 is still the same on 1 and 2 threads (only the environment block differs).
 

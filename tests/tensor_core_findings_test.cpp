@@ -1,5 +1,5 @@
-// Published Tensor Core findings reproduced with the presets (shared/reference/
-// tensor_cores_and_reductions.md sections 1.1 to 1.7 and 2). Each probe is the published vector:
+// Published Tensor Core findings reproduced with the presets (docs/SOURCES.md, TC 1.1 to 1.7
+// and 2). Each probe is the published vector:
 // one row of A, one column of B and c, as in the CUDA probes of Fasi et al. and Khattak & Mikaitis.
 #include <gtest/gtest.h>
 

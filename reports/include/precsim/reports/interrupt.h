@@ -1,5 +1,5 @@
 // Ctrl-C and SIGTERM for long runs: the signal only sets a flag; the run polls it between steps,
-// stops, and writes a report of what finished marked "status": "interrupted" (DESIGN.md, Reports).
+// stops, and writes a report of what finished marked "status": "interrupted" (docs/CONVENTIONS.md, Reports).
 //
 // How a long-running command uses it:
 //

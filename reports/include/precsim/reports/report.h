@@ -1,4 +1,4 @@
-// The report every command writes (DESIGN.md, Reports): one JSON document saying exactly what
+// The report every command writes (docs/CONVENTIONS.md, Reports): one JSON document saying exactly what
 // produced it, written atomically (--out) or printed alone on stdout (--json).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Per-step series for long runs (DESIGN.md, Reports): the report keeps a point every `log_every`
+// Per-step series for long runs (docs/CONVENTIONS.md, Reports): the report keeps a point every `log_every`
 // steps (by default chosen so that a series has at most 1000 points) plus the last recorded
 // step, so "final" is always exact; the full series can go to .npy files beside the report.
 //
