@@ -10,9 +10,13 @@
 #include "precsim/sim/parallel/allreduce.h"
 #include "precsim/sim/accum/exact_dot.h"
 #include "precsim/sim/core/random.h"
+#include "support/allreduce_config.h"
 
 namespace precsim {
 namespace {
+
+using test_support::config;
+using test_support::spans;
 
 // Gradients already held in `fmt` (as in bf16 training), so that errors measure the reduction.
 std::vector<std::vector<float>> gradients(int w, size_t n, uint64_t seed, const char* fmt = "fp32") {
@@ -36,10 +40,6 @@ double mean_bias(const std::vector<std::vector<float>>& g, const std::vector<flo
   return acc / static_cast<double>(got.size());
 }
 
-std::vector<std::span<const float>> spans(const std::vector<std::vector<float>>& g) {
-  return {g.begin(), g.end()};
-}
-
 // Normwise relative error of `got` against the exact sum (times `factor`).
 double rel_err_norm(const std::vector<std::vector<float>>& g, const std::vector<float>& got, double factor) {
   double num = 0, den = 0;
@@ -51,15 +51,6 @@ double rel_err_norm(const std::vector<std::vector<float>>& g, const std::vector<
     den += exact * exact;
   }
   return std::sqrt(num / den);
-}
-
-AllReduceConfig config(int w, AllReduceAlgorithm a, const char* fmt, AverageMode avg = AverageMode::kSum) {
-  AllReduceConfig c;
-  c.workers = w;
-  c.algorithm = a;
-  c.buffer = format_by_name(fmt);
-  c.average = avg;
-  return c;
 }
 
 TEST(AllReduce, RingSumsEachChunkInNcclOrder) {

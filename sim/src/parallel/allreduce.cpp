@@ -10,17 +10,24 @@
 namespace precsim {
 namespace {
 
+// The simulated buffers hold doubles: every value of an accepted buffer format (FP64 included) is
+// a double, so each rank's values are exactly what its buffer would hold, and only the end of the
+// all-reduce rounds back to FP32 (exact for formats no wider than FP32).
+//
 // One hop's add in the buffer format, round-to-nearest-even as NCCL's __hadd / float adds. The
 // double sum rounds once more first; that is innocuous for formats of at most 24 significand bits
-// (53 >= 2*24 + 2, Figueroa 1995) and exact for fp64, the only formats accepted. Every rounding a
-// rank performs is counted in `stats` (status of the rounding, non-zero finite inputs in `nonzero`),
-// except casting an FP32 value into a buffer that holds it (FP32, FP64): no rounding at all.
+// (53 >= 2*24 + 2, Figueroa 1995) and is the FP64 add itself for fp64, the only formats accepted.
+// Every rounding a rank performs is counted in `stats` (status of the rounding, non-zero finite
+// inputs in `nonzero`), except casting an FP32 value into a buffer that holds it (FP32, FP64): no
+// rounding at all.
 struct Buffer {
   Format f;
   bool fp8 = false;  // NCCL sums fp8 through half: RN_fp8(RN_fp16(a + b))
   bool holds_fp32 = false;
+  bool wider_than_fp32 = false;  // values need a rounding back to FP32 at the end
   Format half = format_by_name("fp16");
   Format fp32 = format_by_name("fp32");
+  Format op = fp32;  // PyTorch's opmath: FP32, FP64 for an FP64 buffer
   QuantStats* stats = nullptr;
   uint64_t* nonzero = nullptr;
 
@@ -28,27 +35,31 @@ struct Buffer {
     stats->add(status);
     *nonzero += in != 0 && std::isfinite(in);
   }
-  float rounded(const Format& to, double v) const {
+  double rounded(const Format& to, double v) const {
     uint32_t s = 0;
     const double r = round_to(to, v, {}, &s);
     note(v, s);
-    return static_cast<float>(r);
+    return r;
   }
   // An FP32 value into the buffer.
-  float put(float v) const { return holds_fp32 ? v : rounded(f, v); }
-  // An arithmetic result (exact in double) rounded to the buffer.
-  float cast(double v) const { return rounded(f, v); }
-  // An FP32 opmath result (exact in double, or correctly rounded through it) rounded to FP32.
-  float opmath(double v) const { return rounded(fp32, v); }
-  float add(float a, float b) const {
-    const double s = double(a) + double(b);
+  double put(float v) const { return holds_fp32 ? v : rounded(f, v); }
+  // An arithmetic result (exact in double, or the FP64 operation itself) rounded to the buffer.
+  double cast(double v) const { return rounded(f, v); }
+  // An opmath result (exact in double, or correctly rounded through it) rounded to opmath.
+  double opmath(double v) const { return rounded(op, v); }
+  double add(double a, double b) const {
+    const double s = a + b;
     if (!fp8) return cast(s);
     uint32_t s1 = 0, s2 = 0;
     const double r = round_to(f, round_to(half, s, {}, &s1), {}, &s2);
     note(s, s1 | s2);
-    return static_cast<float>(r);
+    return r;
   }
+  // A final buffer value back in FP32: the one rounding left for a buffer wider than FP32.
+  float result(double v) const { return static_cast<float>(wider_than_fp32 ? rounded(fp32, v) : v); }
 };
+
+using Buffers = std::vector<std::vector<double>>;
 
 void check_buffer_format(const Format& f) {
   if (f.kind != FormatKind::kFloat || !f.is_signed || !f.has_zero || (f.man_bits > 23 && f.name != "fp64"))
@@ -59,34 +70,34 @@ void check_buffer_format(const Format& f) {
 // Literal simulation of NCCL's ring: the buffer is cut into W contiguous chunks; at reduce-scatter
 // step s rank p sends chunk (p - 1 - s) mod W, and the receiver adds its own copy of that chunk;
 // after W - 1 steps rank c holds chunk c complete, and the all-gather forwards it unchanged.
-void ring(std::vector<std::vector<float>>& buf, const Buffer& b, bool fp32_accum) {
+void ring(Buffers& buf, const Buffer& b, bool fp32_accum) {
   const int w = static_cast<int>(buf.size());
   const size_t n = buf[0].size();
   auto chunk_begin = [&](int c) { return n * static_cast<size_t>(c) / static_cast<size_t>(w); };
-  // acc[p] is the partial that rank p sends next (for its current chunk), in FP32 when the
-  // accumulator is FP32 (values of the buffer format are floats, so it holds them exactly).
-  std::vector<std::vector<float>> send(w);
+  // send[p] is the partial that rank p sends next (for its current chunk), in opmath when the
+  // accumulator is FP32 (it holds values of the buffer formats narrower than it exactly).
+  Buffers send(w);
   for (int p = 0; p < w; ++p) {
     const int c = ((p - 1) % w + w) % w;
     send[p].assign(buf[p].begin() + chunk_begin(c), buf[p].begin() + chunk_begin(c + 1));
   }
   for (int s = 1; s < w; ++s) {
-    std::vector<std::vector<float>> next(w);
+    Buffers next(w);
     for (int p = 0; p < w; ++p) {
       const int from = (p - 1 + w) % w;
       const int c = (((p - 1 - s) % w) + w) % w;  // the chunk arriving from `from` at step s
       const size_t b0 = chunk_begin(c);
       next[p] = send[from];
       for (size_t i = 0; i < next[p].size(); ++i) {
-        const float own = buf[p][b0 + i];
-        next[p][i] = fp32_accum ? b.opmath(double(next[p][i]) + double(own)) : b.add(next[p][i], own);
+        const double own = buf[p][b0 + i];
+        next[p][i] = fp32_accum ? b.opmath(next[p][i] + own) : b.add(next[p][i], own);
       }
     }
     send.swap(next);
   }
   // Rank p now holds chunk (p - 1 - (w - 1)) = p complete; cast once for the FP32 accumulator.
   for (int p = 0; p < w; ++p) {
-    for (float& v : send[p]) v = fp32_accum ? b.put(v) : v;
+    for (double& v : send[p]) v = fp32_accum && !b.wider_than_fp32 ? b.put(static_cast<float>(v)) : v;
     std::copy(send[p].begin(), send[p].end(), buf[p].begin() + chunk_begin(p));
   }
   for (int p = 0; p < w; ++p)      // all-gather: chunk p travels the ring unchanged
@@ -94,11 +105,11 @@ void ring(std::vector<std::vector<float>>& buf, const Buffer& b, bool fp32_accum
       if (q != p) std::copy(send[p].begin(), send[p].end(), buf[q].begin() + chunk_begin(p));
 }
 
-std::vector<float> tree_sum(const std::vector<std::vector<float>>& buf, int lo, int hi, const Buffer& b) {
+std::vector<double> tree_sum(const Buffers& buf, int lo, int hi, const Buffer& b) {
   if (hi - lo == 1) return buf[lo];
   const int mid = lo + (hi - lo + 1) / 2;
-  std::vector<float> l = tree_sum(buf, lo, mid, b);
-  const std::vector<float> r = tree_sum(buf, mid, hi, b);
+  std::vector<double> l = tree_sum(buf, lo, mid, b);
+  const std::vector<double> r = tree_sum(buf, mid, hi, b);
   for (size_t i = 0; i < l.size(); ++i) l[i] = b.add(l[i], r[i]);
   return l;
 }
@@ -110,6 +121,85 @@ int fsdp_predivide_factor(int w) {
   while (w % f == 0 && w / f > f) f *= 2;
   return f;
 }
+
+namespace {
+
+// Into the buffer, with the pre-sum part of the averaging. The multipliers are NCCL's and DDP's
+// 1/W: FP32's for buffers up to FP32 (NCCL rounds it once more to the buffer format), FP64's for
+// an FP64 buffer.
+Buffers into_buffers(const std::vector<std::span<const float>>& grads, const AllReduceConfig& cfg, const Buffer& b,
+                     double scale) {
+  const int w = cfg.workers;
+  const size_t n = grads[0].size();
+  const int fsdp_f = fsdp_predivide_factor(w);
+  const double inv_w = b.op.man_bits > 23 ? 1.0 / w : double(static_cast<float>(1.0 / w));
+  const double nccl_mult = round_to(b.f, inv_w);  // W = 3, bf16: 0.333984375
+  Buffers buf(w, std::vector<double>(n));
+  for (int p = 0; p < w; ++p) {
+    for (size_t i = 0; i < n; ++i) {
+      const float g = grads[p][i];
+      if (cfg.hook != CompressHook::kNone) {
+        buf[p][i] = b.cast(b.put(g) / w);  // cast, then div_ in the low format
+        continue;
+      }
+      double v = g;
+      switch (cfg.average) {
+        case AverageMode::kDdp: v = b.opmath(v * inv_w); break;  // opmath multiply, as DDP's mul_out
+        case AverageMode::kFsdp: v = b.opmath(v / fsdp_f); break;
+        default: break;
+      }
+      if (b.fp8) v = b.opmath(v * scale);
+      // v is an FP32 value unless the buffer (and so opmath) is FP64, which holds it as it is.
+      v = b.wider_than_fp32 ? v : b.put(static_cast<float>(v));
+      if (cfg.average == AverageMode::kNcclAvg) v = b.cast(v * nccl_mult);
+      buf[p][i] = v;
+    }
+  }
+  return buf;
+}
+
+void reduce(Buffers& buf, AllReduceAlgorithm algorithm, const Buffer& b) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing: ring(buf, b, false); break;
+    case AllReduceAlgorithm::kFp32Accumulate: ring(buf, b, true); break;
+    case AllReduceAlgorithm::kTree:
+    case AllReduceAlgorithm::kNaive: {
+      std::vector<double> total;
+      if (algorithm == AllReduceAlgorithm::kTree) {
+        total = tree_sum(buf, 0, static_cast<int>(buf.size()), b);
+      } else {
+        total = buf[0];
+        for (size_t p = 1; p < buf.size(); ++p)
+          for (size_t i = 0; i < total.size(); ++i) total[i] = b.add(total[i], buf[p][i]);
+      }
+      for (auto& r : buf) r = total;
+      break;
+    }
+  }
+}
+
+// Post-sum part of the averaging, in the buffer format, then back to FP32.
+std::vector<std::vector<float>> out_of_buffers(const Buffers& buf, const AllReduceConfig& cfg, const Buffer& b,
+                                               double scale) {
+  const int w = cfg.workers;
+  const int fsdp_f = fsdp_predivide_factor(w);
+  std::vector<std::vector<float>> out(buf.size());
+  for (size_t p = 0; p < buf.size(); ++p) {
+    out[p].resize(buf[p].size());
+    for (size_t i = 0; i < buf[p].size(); ++i) {
+      double v = buf[p][i];
+      if (cfg.hook == CompressHook::kNone) {
+        if (cfg.average == AverageMode::kPostDivide) v = b.cast(v / w);
+        if (cfg.average == AverageMode::kFsdp) v = b.cast(v / (double(w) / fsdp_f));
+      }
+      if (b.fp8) v = b.opmath(v / scale);
+      out[p][i] = b.result(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, const AllReduceConfig& cfg) {
   const int w = cfg.workers;
@@ -130,6 +220,8 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
   check_buffer_format(b.f);
   b.fp8 = b.f.bits() == 8;
   b.holds_fp32 = b.f.exp_bits >= 8 && b.f.man_bits >= 23 && b.f.subnormals;
+  b.wider_than_fp32 = b.f.exp_bits > 8 || b.f.man_bits > 23;
+  if (b.f.man_bits > 23) b.op = format_by_name("fp64");
   AllReduceResult res;
   b.stats = &res.stats;
   b.nonzero = &res.nonzero_inputs;
@@ -141,63 +233,13 @@ AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, cons
       for (float v : g) amax = std::max(amax, double(std::fabs(v)));
     res.scale = amax > 0 ? static_cast<float>(b.f.max_finite() / (amax * w)) : 1.0;
   }
-  const float scale = static_cast<float>(res.scale);
-  const float inv_w = static_cast<float>(1.0 / w);
-  const int fsdp_f = fsdp_predivide_factor(w);
-
-  // Into the buffer, with the pre-sum part of the averaging.
-  std::vector<std::vector<float>> buf(w, std::vector<float>(n));
-  const float nccl_mult = static_cast<float>(round_to(b.f, inv_w));  // 1/W rounded to the buffer format (W = 3, bf16: 0.333984375)
-  for (int p = 0; p < w; ++p) {
-    for (size_t i = 0; i < n; ++i) {
-      float g = grads[p][i];
-      if (cfg.hook != CompressHook::kNone) {
-        buf[p][i] = b.cast(double(b.put(g)) / w);  // cast, then div_ in the low format
-        continue;
-      }
-      switch (cfg.average) {
-        case AverageMode::kDdp: g = b.opmath(double(g) * inv_w); break;  // FP32 multiply, as DDP's mul_out opmath
-        case AverageMode::kFsdp: g = b.opmath(double(g) / fsdp_f); break;
-        default: break;
-      }
-      if (b.fp8) g = b.opmath(double(g) * scale);
-      float v = b.put(g);
-      if (cfg.average == AverageMode::kNcclAvg) v = b.cast(double(v) * double(nccl_mult));
-      buf[p][i] = v;
-    }
-  }
-
-  switch (cfg.algorithm) {
-    case AllReduceAlgorithm::kRing: ring(buf, b, false); break;
-    case AllReduceAlgorithm::kFp32Accumulate: ring(buf, b, true); break;
-    case AllReduceAlgorithm::kTree:
-    case AllReduceAlgorithm::kNaive: {
-      std::vector<float> total;
-      if (cfg.algorithm == AllReduceAlgorithm::kTree) {
-        total = tree_sum(buf, 0, w, b);
-      } else {
-        total = buf[0];
-        for (int p = 1; p < w; ++p)
-          for (size_t i = 0; i < n; ++i) total[i] = b.add(total[i], buf[p][i]);
-      }
-      for (auto& r : buf) r = total;
-      break;
-    }
-  }
-
-  // Post-sum part of the averaging, in the buffer format, then back to FP32.
-  for (auto& r : buf) {
-    for (float& v : r) {
-      if (cfg.hook == CompressHook::kNone) {
-        if (cfg.average == AverageMode::kPostDivide) v = b.cast(double(v) / w);
-        if (cfg.average == AverageMode::kFsdp) v = b.cast(double(v) / (double(w) / fsdp_f));
-      }
-      if (b.fp8) v = b.opmath(double(v) / scale);
-    }
-  }
-  res.ranks = std::move(buf);
+  const double scale = static_cast<float>(res.scale);
+  Buffers buf = into_buffers(grads, cfg, b, scale);
+  reduce(buf, cfg.algorithm, b);
+  res.ranks = out_of_buffers(buf, cfg, b, scale);
+  // Compared before the rounding back to FP32, so that ranks that differ only there still count.
   for (int p = 1; p < w; ++p)
-    if (std::memcmp(res.ranks[p].data(), res.ranks[0].data(), n * sizeof(float)) != 0) res.ranks_identical = false;
+    if (std::memcmp(buf[p].data(), buf[0].data(), n * sizeof(double)) != 0) res.ranks_identical = false;
   res.reduced = res.ranks[0];
   return res;
 }

@@ -17,12 +17,13 @@ enum class AllReduceAlgorithm {
   kRing,            // NCCL ring: chunk c is summed (((x_{c+1} + x_{c+2}) + ...) + x_c), one rounding per hop
   kTree,            // balanced binary tree over ranks: sums of equal weight
   kNaive,           // left fold x_0 + x_1 + ... at one rank, then broadcast
-  kFp32Accumulate,  // ring order, FP32 accumulator, one rounding to the buffer at the end (NCCL >= 2.28 symmetric kernels)
+  kFp32Accumulate,  // ring order, FP32 accumulator (FP64 for an FP64 buffer), one rounding to the buffer at the end
+                    // (NCCL >= 2.28 symmetric kernels)
 };
 
 enum class AverageMode {
   kSum,         // no averaging
-  kDdp,         // DDP: g * (1/W) in FP32, cast into the bucket, SUM
+  kDdp,         // DDP: g * (1/W) in FP32 (FP64 for an FP64 bucket), cast into the bucket, SUM
   kNcclAvg,     // NCCL AVG: x * RN_buf(1/W) in the buffer format before the sum (PreMulSum)
   kPostDivide,  // Horovod: SUM, then divide by W in the buffer format
   kFsdp,        // FSDP: divide by f before the sum and by W/f after it
@@ -39,7 +40,9 @@ struct AllReduceConfig {
 };
 
 struct AllReduceResult {
-  std::vector<float> reduced;            // rank 0's final values, back in FP32
+  // Rank 0's final values, back in FP32: the buffers hold every value of their format (FP64
+  // included), so a buffer wider than FP32 is rounded to FP32 only here, once.
+  std::vector<float> reduced;
   bool ranks_identical = true;           // every rank's final buffer has the same bits
   std::vector<std::vector<float>> ranks; // every rank's final buffer (kept for tests; may be cleared)
   double scale = 1.0;                    // per-tensor scale used for FP8 buffers (1 otherwise)
