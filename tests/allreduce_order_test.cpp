@@ -1,6 +1,8 @@
-// The simulated all-reduce element for element against references written here from NCCL's and
-// PyTorch's orders: native float and double adds (the hardware's round-to-nearest-even is the
-// oracle for FP32 and FP64 buffers).
+// The simulated all-reduce element for element against references written here from NCCL's,
+// PyTorch's and Horovod's orders: native float and double adds (the hardware's round-to-nearest-even
+// is the oracle for FP32 and FP64 buffers) and a significand rounding for BF16/FP16 values in the
+// normal range. Per-rank values differ, so that a reversed ring, a wrong chunk rotation or another
+// tree fails; each test first checks that its data tells the orders apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,6 +71,34 @@ std::vector<double> column(const Grads& g, size_t i) {
   return x;
 }
 
+// The test's data must make the orders differ somewhere, or a test of the order proves nothing.
+size_t count_ring_direction_differences(const Grads& g, const Add& add) {
+  const size_t n = g[0].size();
+  size_t d = 0;
+  for (size_t i = 0; i < n; ++i) d += ring_reference(column(g, i), i, n, add) != ring_reference(column(g, i), i, n, add, -1);
+  return d;
+}
+
+struct RingCase {
+  const char* format;
+  int bits;
+  Add add;
+};
+
+TEST(AllReduceOrder, RingOfFourAndEightSumsEachChunkStartingAtTheNextRank) {
+  for (const RingCase& rc : {RingCase{"fp32", 24, kFp32Add}, RingCase{"bf16", 8, kBf16Add}, RingCase{"fp16", 11, kFp16Add}}) {
+    for (int w : {4, 8}) {
+      const size_t n = 1003;  // not a multiple of W: chunks of two lengths
+      const Grads g = distinct_gradients(w, n, 11, rc.bits);
+      ASSERT_GT(count_ring_direction_differences(g, rc.add), n / 20) << rc.format << " W=" << w;
+      const auto r = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, rc.format));
+      EXPECT_TRUE(r.ranks_identical);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(r.reduced[i], float(ring_reference(column(g, i), i, n, rc.add))) << rc.format << " W=" << w << " i=" << i;
+    }
+  }
+}
+
 // PyTorch's and the simulator's balanced tree over 8 ranks: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)).
 double tree8_reference(const std::vector<double>& x, const Add& add) {
   return add(add(add(x[0], x[1]), add(x[2], x[3])), add(add(x[4], x[5]), add(x[6], x[7])));
@@ -78,6 +108,69 @@ double left_fold(const std::vector<double>& x, const Add& add) {
   double s = x[0];
   for (size_t k = 1; k < x.size(); ++k) s = add(s, x[k]);
   return s;
+}
+
+TEST(AllReduceOrder, TreeOfEightAddsBalancedPairsAndNaiveIsALeftFold) {
+  for (const RingCase& rc : {RingCase{"fp32", 24, kFp32Add}, RingCase{"bf16", 8, kBf16Add}}) {
+    const size_t n = 2000;
+    const Grads g = distinct_gradients(8, n, 12, rc.bits);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += tree8_reference(column(g, i), rc.add) != left_fold(column(g, i), rc.add);
+    ASSERT_GT(differ, n / 20) << rc.format;
+    const auto tree = allreduce(spans(g), config(8, AllReduceAlgorithm::kTree, rc.format));
+    const auto naive = allreduce(spans(g), config(8, AllReduceAlgorithm::kNaive, rc.format));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(tree.reduced[i], float(tree8_reference(column(g, i), rc.add))) << rc.format << " i=" << i;
+      ASSERT_EQ(naive.reduced[i], float(left_fold(column(g, i), rc.add))) << rc.format << " i=" << i;
+    }
+  }
+}
+
+TEST(AllReduceOrder, PostDivideDividesTheRingSumInTheBufferFormat) {
+  // Horovod's average: the ring sum, then one division by W in the buffer (W = 3 and 6 round).
+  for (int w : {3, 6}) {
+    const size_t n = 999;
+    const Grads g = distinct_gradients(w, n, 13);
+    const auto r = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, "fp32", AverageMode::kPostDivide));
+    size_t inexact = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float sum = float(ring_reference(column(g, i), i, n, kFp32Add));
+      const float want = sum / float(w);
+      inexact += double(want) * w != double(sum);
+      ASSERT_EQ(r.reduced[i], want) << "W=" << w << " i=" << i;
+    }
+    EXPECT_GT(inexact, n / 2) << "W=" << w;  // the division's rounding is exercised
+  }
+}
+
+TEST(AllReduceOrder, FsdpDividesByFourBeforeAnFp16RingAndByTwoAfterItForEightWorkers) {
+  // Values near 2.5e4 in FP16: the sum of 8 (about 2e5) is beyond FP16's 65504, the sum of 8
+  // quarters (about 5e4) is not, so pre-dividing by 2 or not at all overflows. (A factor of 8
+  // would pass here: with no values near FP16's subnormals, only the overflow side is held.)
+  const int w = 8;
+  const size_t n = 1000;
+  const Grads g = distinct_gradients(w, n, 14, 11, 2.5e4, 1.5e3);
+  const auto r = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, "fp16", AverageMode::kFsdp));
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<double> quarters;
+    for (const auto& row : g) quarters.push_back(double(float(row[i]) / 4.0f));  // FP32 opmath, exact
+    const double sum = ring_reference(quarters, i, n, kFp16Add);
+    ASSERT_LT(sum, 65504.0);
+    ASSERT_EQ(r.reduced[i], float(round_significand(sum / 2.0, 11))) << "i=" << i;
+  }
+}
+
+TEST(AllReduceOrder, FsdpWithThreeWorkersDividesByTwoAndThenByOneAndAHalf) {
+  const int w = 3;
+  const size_t n = 999;
+  const Grads g = distinct_gradients(w, n, 15);
+  const auto r = allreduce(spans(g), config(w, AllReduceAlgorithm::kRing, "fp32", AverageMode::kFsdp));
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<double> halves;
+    for (const auto& row : g) halves.push_back(row[i] / 2.0f);
+    const float sum = float(ring_reference(halves, i, n, kFp32Add));
+    ASSERT_EQ(r.reduced[i], sum / 1.5f) << "i=" << i;
+  }
 }
 
 // An FP64 bucket: every hop an FP64 add, one rounding to FP32 at the end.
