@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
@@ -196,14 +198,32 @@ TEST(MxScaleRules, RceilNeverClipsFloorBoundsTheBlockMaximumError) {
   }
 }
 
-TEST(MxScaleRules, ClippedFractionOnGaussianBlocksIsReportedNotCapped) {
-  // About 17% of Gaussian blocks of 32 clip under floor for E4M3 and about 30% for E2M1 (issue 3).
-  const Gauss g(32 * 20000, 11);
-  BlockStats e4, e2;
-  fq("mxfp8_e4m3", g.x, &e4);
-  fq("mxfp4", g.x, &e2);
-  EXPECT_NEAR(static_cast<double>(e4.clipped_blocks) / e4.blocks, 0.17, 0.03);
-  EXPECT_NEAR(static_cast<double>(e2.clipped_blocks) / e2.blocks, 0.30, 0.04);
+// Under the floor rule a block clips when its largest magnitude M has a significand M / 2^floor(log2 M)
+// above t = max_elem / 2^emax_elem (1.75 for E4M3, 1.5 for E2M1). For blocks of 32 standard normal
+// values P(M <= x) = erf(x / sqrt 2)^32, so the clipped fraction is
+// sum over k of P(M < 2^(k+1)) - P(M <= t 2^k): 0.16900 for E4M3, 0.29603 for E2M1.
+double clipped_fraction_closed_form(double t) {
+  auto cdf = [](double x) { return std::pow(std::erf(x / std::sqrt(2.0)), 32); };
+  double p = 0;
+  for (int k = -60; k <= 10; ++k) p += cdf(std::ldexp(2.0, k)) - cdf(std::ldexp(t, k));
+  return p;
+}
+
+TEST(MxScaleRules, ClippedFractionOnGaussianBlocksIsTheClosedForm) {
+  EXPECT_NEAR(clipped_fraction_closed_form(1.75), 0.16900, 5e-6);
+  EXPECT_NEAR(clipped_fraction_closed_form(1.5), 0.29603, 5e-6);
+  // 200000 blocks: the sampling standard deviation is sqrt(p (1 - p) / 200000), 8.4e-4 and
+  // 1.0e-3; the bound is 4 of them.
+  const size_t blocks = 200000;
+  const Gauss g(32 * blocks, 11);
+  for (const auto& [scheme, t] : {std::pair{"mxfp8_e4m3", 1.75}, std::pair{"mxfp4", 1.5}}) {
+    BlockStats st;
+    fq(scheme, g.x, &st);
+    ASSERT_EQ(st.blocks, blocks);
+    const double p = clipped_fraction_closed_form(t), got = double(st.clipped_blocks) / double(st.blocks);
+    std::printf("%s: clipped %.5f, closed form %.5f, 4 sigma %.5f\n", scheme, got, p, 4 * std::sqrt(p * (1 - p) / blocks));
+    EXPECT_NEAR(got, p, 4 * std::sqrt(p * (1 - p) / blocks)) << scheme;
+  }
 }
 
 std::vector<float> fq2(const BlockScaling& s, const std::vector<float>& x, size_t rows, size_t cols) {

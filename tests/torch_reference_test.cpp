@@ -82,9 +82,12 @@ TEST(TorchReference, Fp32AndBf16AmpTrackPyTorch) {
     first_gap = std::max(first_gap, std::fabs(torch_bf16[i] - torch_fp32[i]) / torch_fp32[i]);
   }
   std::printf("first 3 steps: precsim bf16-amp vs torch bf16 %.3g; torch bf16 vs torch fp32 %.3g\n", first16, first_gap);
-  EXPECT_LT(d32, 1e-5);  // measured 7.7e-7
-  EXPECT_LT(d64, 1e-5);  // measured 1.5e-6
-  EXPECT_LT(d16, 0.05);  // measured 0.020 (torch's own bf16 vs fp32: 0.021)
+  // Bounds within 1.5x of the measured values; the FP32 bound is one an FP64 run fails, so the
+  // comparison tells FP32 arithmetic from FP64.
+  EXPECT_LT(d32, 1.15e-6);  // measured 7.7e-7
+  EXPECT_GT(d64, 1.15e-6);  // measured 1.5e-6: FP64 is not what torch's FP32 run computed
+  EXPECT_LT(d64, 2.3e-6);
+  EXPECT_LT(d16, 0.03);     // measured 0.020 (torch's own bf16 vs fp32: 0.021)
   EXPECT_LT(first16, 0.5 * first_gap);
 }
 

@@ -2,6 +2,7 @@
 // FP16 without loss scaling stops learning while dynamic loss scaling tracks FP32.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -46,9 +47,12 @@ TEST(TrainFindings, Fp16WithoutScalingLosesHeldOutLossThatDynamicScalingRecovers
     // The reference learns: held-out loss 28x to 42x below the initial training loss (measured).
     EXPECT_LT(num(ref, "heldout_loss"), 0.1 * num(ref, "initial_loss"));
     // Measured held-out loss ratios to the FP64 reference: fp16-noscale 4.8, 4.6, 3.0 (seeds 1-3);
-    // fp16-amp 1.0002, 1.010, 0.994; fp32 1 +- 2e-6.
+    // fp16-amp 1.00023, 1.00997, 0.99420; fp32 1 +- 2e-6.
     EXPECT_GT(num(noscale, "heldout_loss"), 2.5 * num(ref, "heldout_loss"));
-    EXPECT_NEAR(num(amp, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 0.03);
+    std::printf("seed %s: held-out loss / reference: fp16-amp %.5f, fp32 %.7f, fp16-noscale %.3f\n", run["seed"].dump().c_str(),
+                num(amp, "heldout_loss") / num(ref, "heldout_loss"), num(fp32, "heldout_loss") / num(ref, "heldout_loss"),
+                num(noscale, "heldout_loss") / num(ref, "heldout_loss"));
+    EXPECT_NEAR(num(amp, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 0.01);  // the README's "within 1%"
     EXPECT_NEAR(num(fp32, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 1e-4);
     // Why: measured 66-74% of non-zero gradient values flushed at the FP16 rounding points, and
     // 81-89% of the reference's non-zero weight gradients zero in the shadow step; with the loss
