@@ -37,6 +37,8 @@ if [[ "$build" == build-sanitize ]] && command -v ccache >/dev/null; then
 fi
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" >/dev/null
 export PRECSIM_VENV_PYTHON="$here/build/venv/bin/python"
+# The differential oracles (ml_dtypes) must run here: a missing one fails instead of skipping.
+export PRECSIM_REQUIRE_ORACLES=1
 if [[ -n "${subset:-}" ]]; then
   cmake --build "$build" -j "$(nproc)" --target precsim precsim_gpu_fake "${sanitize_tests[@]}"
   names=("${sanitize_tests[@]}" "${sanitize_scripts[@]}")
