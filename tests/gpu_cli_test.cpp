@@ -1,6 +1,6 @@
-// `precsim gpu info|gemm|probe` end to end against the stand-in backend (gpu/testing), which
-// answers the C interface with the H100 emulation: the encoding, layouts, comparison and reports
-// of a device run, checked on a machine without a GPU.
+// `precsim gpu info|gemm|probe` end to end against the stand-in GPU library
+// (tests/support/fake_gpu_library.cpp), which answers the C interface with the H100 emulation: the
+// encoding, layouts, comparison and reports of a device run, checked on a machine without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // `precsim train --backend cuda` on a machine without a GPU: the no-device exit, the refusal of
 // recipes a device cannot run, the recovery of FP8 operands for the device, and the whole twin
-// plumbing against the stand-in backend (gpu/testing/fake_backend.cpp). The stand-in answers GEMMs
+// plumbing against the stand-in GPU library (tests/support/fake_gpu_library.cpp). The stand-in answers GEMMs
 // with the H100 emulation (block FMA, truncation), which the recipes' emulated variants (FP32
 // sequential sums) do not use: their per-step differences must be small and non-zero, and exactly
 // zero once the recipe's own accumulation model is the stand-in's.

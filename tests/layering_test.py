@@ -97,7 +97,7 @@ def self_test(root):
         ("sim/src/model/layers.cpp", '#include "precsim/sim/train/recipe.h"\n', "model may not include train"),
         ("sim/src/train/recipe.cpp", '#include "precsim/sim/experiment/runner.h"\n', "train may not include experiment"),
         ("sim/src/accum/gemm.cpp", '#include "precsim/reports/report.h"\n', "accum may not include reports"),
-        ("sim/src/parallel/split.cpp", '#include "precsim/gpu/backend_abi.h"\n', "only hw does"),
+        ("sim/src/parallel/split.cpp", '#include "precsim/gpu/gpu_api.h"\n', "only hw does"),
         ("sim/include/precsim/sim/accum/gemm.h", "#include <Eigen/Dense>\n", "keep Eigen and Boost"),
     ]
     failed = 0

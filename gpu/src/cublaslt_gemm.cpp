@@ -108,6 +108,64 @@ void record(const cublasLtMatmulAlgo_t& algo, PrecsimGpuGemmResult* r) {
   r->cluster_shape_id = cluster;
 }
 
+// FP8: the per-tensor scales (device pointers into `dscale`) and fast accumulation.
+void set_fp8_options(const PrecsimGpuGemmArgs& a, LtHandles& h, DeviceBuffer& dscale) {
+  const float scales[2] = {a.scale_a, a.scale_b};
+  dscale.upload(scales);
+  const void* sa = dscale.get();
+  const void* sb = static_cast<const float*>(dscale.get()) + 1;
+  check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)),
+               "set A_SCALE_POINTER");
+  check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)),
+               "set B_SCALE_POINTER");
+  const int8_t fast = a.fast_accum ? 1 : 0;
+  check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
+               "set FAST_ACCUM");
+}
+
+// The algorithm the caller pinned (id, tile, stages; never split-K); returns its workspace size.
+size_t pinned_algo(const PrecsimGpuGemmArgs& a, const LtHandles& h, cublasComputeType_t ct, cudaDataType_t scale_t,
+                   cudaDataType_t at, cudaDataType_t bt, cudaDataType_t ot, cublasLtMatmulAlgo_t& algo) {
+  check_cublas(cublasLtMatmulAlgoInit(h.handle, ct, scale_t, at, bt, ot, ot, a.algo_id, &algo),
+               "cublasLtMatmulAlgoInit");
+  if (a.tile_id >= 0) set_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, static_cast<uint32_t>(a.tile_id));
+  if (a.stages_id >= 0) set_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, static_cast<uint32_t>(a.stages_id));
+  set_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t{1});
+  set_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
+  cublasLtMatmulHeuristicResult_t check{};
+  check_cublas(cublasLtMatmulAlgoCheck(h.handle, h.desc, h.la, h.lb, h.lc, h.ld, &algo, &check),
+               "cublasLtMatmulAlgoCheck (the pinned algorithm does not fit this problem)");
+  return check.workspaceSize;
+}
+
+// The first heuristic result without split-K (the count of results into *returned); returns its
+// workspace size.
+size_t heuristic_algo(LtHandles& h, cublasLtMatmulAlgo_t& algo, int* returned) {
+  check_cublas(cublasLtMatmulPreferenceCreate(&h.pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = kWorkspaceBytes;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(h.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+               "set MAX_WORKSPACE_BYTES");
+  const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(h.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
+                                                    sizeof(mask)),
+               "set REDUCTION_SCHEME_MASK");
+  std::vector<cublasLtMatmulHeuristicResult_t> found(kHeuristicResults);
+  *returned = 0;
+  check_cublas(cublasLtMatmulAlgoGetHeuristic(h.handle, h.desc, h.la, h.lb, h.lc, h.ld, h.pref, kHeuristicResults,
+                                              found.data(), returned),
+               "cublasLtMatmulAlgoGetHeuristic");
+  for (int i = 0; i < *returned; ++i) {
+    if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    int32_t splitk = 0;
+    get_config(found[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk);
+    if (splitk > 1) continue;
+    algo = found[i].algo;
+    return found[i].workspaceSize;
+  }
+  throw Failure{PRECSIM_GPU_UNSUPPORTED, "cuBLASLt offers no algorithm without split-K for this problem (" +
+                                             std::to_string(*returned) + " heuristic results)"};
+}
+
 }  // namespace
 
 int gemm(const PrecsimGpuGemmArgs* args, PrecsimGpuGemmResult* result, char* err, size_t err_len) {
@@ -134,19 +192,7 @@ int gemm(const PrecsimGpuGemmArgs* args, PrecsimGpuGemmResult* result, char* err
     da.upload(a.a);
     db.upload(a.b);
     check_cuda(cudaMemset(dd.get(), 0, dd.bytes()), "cudaMemset");
-    if (is_fp8(a.a_type)) {
-      const float scales[2] = {a.scale_a, a.scale_b};
-      dscale.upload(scales);
-      const void* sa = dscale.get();
-      const void* sb = static_cast<const float*>(dscale.get()) + 1;
-      check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)),
-                   "set A_SCALE_POINTER");
-      check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)),
-                   "set B_SCALE_POINTER");
-      const int8_t fast = a.fast_accum ? 1 : 0;
-      check_cublas(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
-                   "set FAST_ACCUM");
-    }
+    if (is_fp8(a.a_type)) set_fp8_options(a, h, dscale);
     // A is row-major m x k, which cuBLASLt reads as a column-major k x m matrix transposed.
     check_cublas(cublasLtMatrixLayoutCreate(&h.la, at, k, m, k), "cublasLtMatrixLayoutCreate(A)");
     check_cublas(cublasLtMatrixLayoutCreate(&h.lb, bt, k, n, k), "cublasLtMatrixLayoutCreate(B)");
@@ -156,46 +202,10 @@ int gemm(const PrecsimGpuGemmArgs* args, PrecsimGpuGemmResult* result, char* err
     cublasLtMatmulAlgo_t algo{};
     size_t workspace = 0;
     if (a.algo_id >= 0) {
-      check_cublas(cublasLtMatmulAlgoInit(h.handle, ct, scale_t, at, bt, ot, ot, a.algo_id, &algo),
-                   "cublasLtMatmulAlgoInit");
-      if (a.tile_id >= 0) set_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, static_cast<uint32_t>(a.tile_id));
-      if (a.stages_id >= 0) set_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, static_cast<uint32_t>(a.stages_id));
-      set_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t{1});
-      set_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
-      cublasLtMatmulHeuristicResult_t check{};
-      check_cublas(cublasLtMatmulAlgoCheck(h.handle, h.desc, h.la, h.lb, h.lc, h.ld, &algo, &check),
-                   "cublasLtMatmulAlgoCheck (the pinned algorithm does not fit this problem)");
-      workspace = check.workspaceSize;
+      workspace = pinned_algo(a, h, ct, scale_t, at, bt, ot, algo);
       result->heuristic_results = 0;
     } else {
-      check_cublas(cublasLtMatmulPreferenceCreate(&h.pref), "cublasLtMatmulPreferenceCreate");
-      const uint64_t ws = kWorkspaceBytes;
-      check_cublas(cublasLtMatmulPreferenceSetAttribute(h.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                   "set MAX_WORKSPACE_BYTES");
-      const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
-      check_cublas(cublasLtMatmulPreferenceSetAttribute(h.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
-                                                        sizeof(mask)),
-                   "set REDUCTION_SCHEME_MASK");
-      std::vector<cublasLtMatmulHeuristicResult_t> found(kHeuristicResults);
-      int returned = 0;
-      check_cublas(cublasLtMatmulAlgoGetHeuristic(h.handle, h.desc, h.la, h.lb, h.lc, h.ld, h.pref, kHeuristicResults,
-                                                  found.data(), &returned),
-                   "cublasLtMatmulAlgoGetHeuristic");
-      result->heuristic_results = returned;
-      bool chosen = false;
-      for (int i = 0; i < returned && !chosen; ++i) {
-        if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        int32_t splitk = 0;
-        get_config(found[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk);
-        if (splitk > 1) continue;
-        algo = found[i].algo;
-        workspace = found[i].workspaceSize;
-        chosen = true;
-      }
-      if (!chosen)
-        throw Failure{PRECSIM_GPU_UNSUPPORTED,
-                      "cuBLASLt offers no algorithm without split-K for this problem (" + std::to_string(returned) +
-                          " heuristic results)"};
+      workspace = heuristic_algo(h, algo, &result->heuristic_results);
     }
     record(algo, result);
     result->workspace_bytes = workspace;

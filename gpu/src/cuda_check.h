@@ -1,4 +1,4 @@
-// Error plumbing inside the backend: every CUDA or cuBLASLt failure becomes a status and a message
+// Error plumbing inside the GPU library: every CUDA or cuBLASLt failure becomes a status and a message
 // that names the call and carries the library's own error string.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "precsim/gpu/backend_abi.h"
+#include "precsim/gpu/gpu_api.h"
 
 namespace precsim::gpu {
 

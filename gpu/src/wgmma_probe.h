@@ -7,7 +7,7 @@ namespace precsim::gpu {
 // The kernel of a PRECSIM_GPU_WGMMA_* instruction, or nullptr for any other instruction.
 const void* wgmma_probe_kernel(int instr);
 // Whether the code the driver loaded for `device` holds the wgmma bodies: they exist only where
-// the backend was compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); compiled for plain sm_90, or
+// the library was compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); compiled for plain sm_90, or
 // for an older architecture run on a Hopper, the kernels are empty.
 bool wgmma_compiled(int device);
 

@@ -1,15 +1,16 @@
 // precsim allreduce: the all-reduce alone on generated gradients, error against the exact sum.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "cli_parse.h"
+#include "precsim/sim/analysis/allreduce_error.h"
+#include "precsim/sim/data/gemm_operands.h"
 #include "precsim/sim/parallel/allreduce.h"
-#include "precsim/sim/accum/exact_dot.h"
-#include "precsim/sim/core/random.h"
 #include "quant_args.h"
 
 namespace precsim::cli {
@@ -66,42 +67,24 @@ void run(const Args& a) {
     std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13} {:>13} {:>12} {}\n", "workers", "format",
                              "algorithm", "average", "rel_err_norm", "rel_err_max", "mean_bias", "ranks_identical");
   for (int w : workers) {
-    std::vector<std::vector<float>> g(w, std::vector<float>(a.elements));
-    for (int p = 0; p < w; ++p) fill_normal(g[p], a.seed, static_cast<uint64_t>(p), a.mean, a.stddev);
+    const std::vector<std::vector<float>> g = generate_worker_gradients(w, a.elements, a.seed, a.mean, a.stddev);
     // The exact average, per element, for every configuration of this worker count.
-    std::vector<double> exact(a.elements);
-    for (size_t i = 0; i < a.elements; ++i) {
-      LongAccumulator s;
-      for (int p = 0; p < w; ++p) s.add(g[p][i]);
-      exact[i] = s.to_double() / (avg == AverageMode::kSum ? 1.0 : w);
-    }
+    const std::vector<double> exact = exact_reduction(g, avg == AverageMode::kSum ? 1.0 : w);
     std::vector<std::span<const float>> spans(g.begin(), g.end());
     for (const Format& f : formats) {
       for (AllReduceAlgorithm al : algos) {
         std::cerr << fmt::format("all-reduce: {} workers, {}, {}\n", w, f.name, to_string(al));
         AllReduceConfig c{w, al, f, avg, hook};
         const AllReduceResult res = allreduce(spans, c);
-        double num = 0, den = 0, maxrel = 0, bias = 0;
-        size_t nb = 0;
-        for (size_t i = 0; i < a.elements; ++i) {
-          const double d = res.reduced[i] - exact[i];
-          num += d * d;
-          den += exact[i] * exact[i];
-          if (exact[i] != 0) {
-            maxrel = std::max(maxrel, std::fabs(d / exact[i]));
-            bias += d / exact[i];
-            ++nb;
-          }
-        }
-        const double rel_norm = den > 0 ? std::sqrt(num / den) : 0.0;
+        const ReductionError e = reduction_error(res.reduced, exact);
         rows.push_back({{"workers", w}, {"format", f.name}, {"algorithm", to_string(al)},
                         {"average", to_string(avg)}, {"hook", to_string(hook)},
-                        {"rel_err_norm", json_number(rel_norm)}, {"rel_err_max", json_number(maxrel)},
-                        {"mean_rel_bias", json_number(nb ? bias / nb : 0.0)},
+                        {"rel_err_norm", json_number(e.rel_err_norm)}, {"rel_err_max", json_number(e.rel_err_max)},
+                        {"mean_rel_bias", json_number(e.mean_rel_bias)},
                         {"ranks_identical", res.ranks_identical}, {"fp8_scale", json_number(res.scale)}});
         if (!a.out.json)
           std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13.4e} {:>13.4e} {:>12.3e} {}\n", w, f.name,
-                                   to_string(al), to_string(avg), rel_norm, maxrel, nb ? bias / nb : 0.0,
+                                   to_string(al), to_string(avg), e.rel_err_norm, e.rel_err_max, e.mean_rel_bias,
                                    res.ranks_identical ? "yes" : "NO");
         if (guard.requested()) break;
       }

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -18,7 +18,9 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/reports/npy.h"
 #include "precsim/reports/safetensors.h"
+#include "precsim/sim/analysis/tensor_analysis.h"
 #include "precsim/sim/data/distributions.h"
+#include "precsim/sim/data/npy_floats.h"
 #include "quant_args.h"
 
 namespace precsim::cli {
@@ -35,20 +37,12 @@ struct Args {
   OutputOptions out;
 };
 
-struct Tensor {
+// One tensor's analysis, named as the report and the table name it.
+struct Analyzed {
   std::string name, dtype;
   std::vector<size_t> shape;
-  std::vector<float> values;
+  TensorAnalysis result;
 };
-
-// A tensor of any rank as rows x cols: the last dimension is the block axis 1 (as the K of an
-// activation or weight), the others fold into rows; 0-d and 1-d tensors are one row.
-std::pair<size_t, size_t> as_2d(const std::vector<size_t>& shape) {
-  if (shape.empty()) return {1, 1};
-  size_t rows = 1;
-  for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
-  return {rows, shape.back()};
-}
 
 nlohmann::json scheme_to_json(const BlockScaling& s) {
   return {{"name", s.name},
@@ -83,136 +77,169 @@ nlohmann::json histogram_json(const std::map<int, uint64_t>& h) {
   return out;
 }
 
-Tensor from_npy(const std::string& path) {
-  const NpyArray a = or_usage_error("--input", [&] { return read_npy(path); });
-  if (a.fortran_order) throw UsageError("--input '" + path + "': Fortran-order arrays are not supported");
-  Tensor t{std::filesystem::path(path).stem().string(), a.descr, a.shape, {}};
-  const size_t n = a.count();
-  t.values.resize(n);
-  auto conv = [&](auto tag) {
-    using T = decltype(tag);
-    for (size_t i = 0; i < n; ++i) {
-      T v;
-      std::memcpy(&v, a.data.data() + i * sizeof(T), sizeof(T));
-      t.values[i] = static_cast<float>(v);
-    }
-  };
-  const std::string& d = a.descr;
-  if (d == "<f4") std::memcpy(t.values.data(), a.data.data(), n * 4);
-  else if (d == "<f8") conv(double{});
-  else if (d == "<f2") decode_array(format_by_name("fp16"), a.data.data(), std::span<float>(t.values));
-  else if (d == "|i1") conv(int8_t{});
-  else if (d == "|u1" || d == "|b1") conv(uint8_t{});
-  else if (d == "<i2") conv(int16_t{});
-  else if (d == "<u2") conv(uint16_t{});
-  else if (d == "<i4") conv(int32_t{});
-  else if (d == "<u4") conv(uint32_t{});
-  else if (d == "<i8") conv(int64_t{});
-  else if (d == "<u8") conv(uint64_t{});
-  else
-    throw UsageError("--input '" + path + "': dtype " + d +
-                     " is not supported; allowed: <f4, <f8, <f2, |i1, |u1, |b1, <i2, <u2, <i4, <u4, <i8, <u8");
-  return t;
+nlohmann::json scheme_result_json(const SchemeAnalysis& r) {
+  const ErrorStats& e = r.error;
+  const BlockStats& bs = r.blocks;
+  return {{"scheme", r.scheme.name},
+          {"description", scheme_to_json(r.scheme)},
+          {"window", window_json(r.scheme)},
+          {"qsnr_db", json_number(e.qsnr_db)},
+          {"mse", json_number(e.mse)},
+          {"max_rel_error", json_number(e.max_rel_error)},
+          {"flushed_fraction", json_number(r.flushed_fraction)},
+          {"flushed", e.flushed},
+          {"nonzero_inputs", e.nonzero_inputs},
+          {"blocks", bs.blocks},
+          {"clipped_blocks", bs.clipped_blocks},
+          {"clipped_blocks_fraction", json_number(r.clipped_fraction)},
+          {"saturated", bs.saturated},
+          {"saturated_fraction", json_number(r.saturated_fraction)},
+          {"nonfinite_inputs", bs.nonfinite_inputs},
+          {"nonfinite_blocks", bs.nonfinite_blocks},
+          {"bits_per_element", json_number(r.bits_per_element)},
+          {"scale_log2_histogram", histogram_json(bs.scale_log2_histogram)}};
+}
+
+nlohmann::json tensor_json(const Analyzed& t) {
+  const TensorAnalysis& a = t.result;
+  nlohmann::json schemes = nlohmann::json::array();
+  for (const auto& r : a.schemes) schemes.push_back(scheme_result_json(r));
+  return {{"name", t.name},
+          {"dtype", t.dtype},
+          {"shape", t.shape},
+          {"rows", a.rows},
+          {"cols", a.cols},
+          {"count", a.count},
+          {"zeros", a.zeros},
+          {"nonfinite", a.nonfinite},
+          {"exponent_histogram", histogram_json(a.exponent_histogram)},
+          {"schemes", schemes}};
 }
 
 bool is_safetensors(const std::string& path) {
   return path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
 }
 
-struct Row {
-  size_t tensor_index;
-  std::string tensor, scheme;
-  double qsnr, mse, max_rel, flushed, clipped, saturated, bits;
+// The inputs and what came of them: the report's config.input and the tensors analysed.
+struct Run {
+  nlohmann::json input;
+  std::vector<Analyzed> tensors;
+  size_t chosen = 1;                    // tensors selected (a .safetensors run may stop early)
+  std::optional<InterruptGuard> guard;  // only a .safetensors input has several units of work
 };
 
-nlohmann::json analyze_tensor(const Tensor& t, const std::vector<BlockScaling>& schemes, uint32_t tensor_index,
-                              std::vector<Row>& rows_out) {
-  const auto [rows, cols] = as_2d(t.shape);
-  const size_t n = t.values.size();
-  // Exponent histogram of the input: floor(log2 |x|) of finite non-zero values.
-  std::map<int, uint64_t> hist;
-  uint64_t zeros = 0, nonfinite = 0;
-  for (float v : t.values) {
-    if (!std::isfinite(v)) ++nonfinite;
-    else if (v == 0) ++zeros;
-    else ++hist[std::ilogb(v)];
-  }
-  const nlohmann::json jh = histogram_json(hist);
-  nlohmann::json jt = {{"name", t.name},
-                       {"dtype", t.dtype},
-                       {"shape", t.shape},
-                       {"rows", rows},
-                       {"cols", cols},
-                       {"count", n},
-                       {"zeros", zeros},
-                       {"nonfinite", nonfinite},
-                       {"exponent_histogram", jh},
-                       {"schemes", nlohmann::json::array()}};
-  std::vector<float> q(n);
-  for (const auto& s0 : schemes) {
-    BlockScaling s = s0;
-    s.element_options.sr_key.tensor = tensor_index;
-    BlockStats bs;
-    block_fake_quantize(s, t.values, q, rows, cols, &bs);
-    const ErrorStats e = error_stats(t.values, q);
-    const double nz = static_cast<double>(e.nonzero_inputs);
-    const double finite = static_cast<double>(e.count);
-    Row r{tensor_index,
-          t.name,
-          s.name,
-          e.qsnr_db,
-          e.mse,
-          e.max_rel_error,
-          nz ? static_cast<double>(e.flushed) / nz : 0.0,
-          bs.blocks ? static_cast<double>(bs.clipped_blocks) / static_cast<double>(bs.blocks) : 0.0,
-          finite ? static_cast<double>(bs.saturated) / finite : 0.0,
-          s.bits_per_element(rows, cols)};
-    rows_out.push_back(r);
-    const nlohmann::json sh = histogram_json(bs.scale_log2_histogram);
-    jt["schemes"].push_back({{"scheme", s.name},
-                             {"description", scheme_to_json(s)},
-                             {"window", window_json(s)},
-                             {"qsnr_db", json_number(e.qsnr_db)},
-                             {"mse", json_number(e.mse)},
-                             {"max_rel_error", json_number(e.max_rel_error)},
-                             {"flushed_fraction", json_number(r.flushed)},
-                             {"flushed", e.flushed},
-                             {"nonzero_inputs", e.nonzero_inputs},
-                             {"blocks", bs.blocks},
-                             {"clipped_blocks", bs.clipped_blocks},
-                             {"clipped_blocks_fraction", json_number(r.clipped)},
-                             {"saturated", bs.saturated},
-                             {"saturated_fraction", json_number(r.saturated)},
-                             {"nonfinite_inputs", bs.nonfinite_inputs},
-                             {"nonfinite_blocks", bs.nonfinite_blocks},
-                             {"bits_per_element", json_number(r.bits)},
-                             {"scale_log2_histogram", sh}});
-  }
-  return jt;
+void analyze_generated(const Args& a, const std::vector<BlockScaling>& schemes, Run& run) {
+  const Distribution d = or_usage_error("--dist", [&] {
+    Distribution dist = parse_distribution(a.dist);
+    if (!a.outliers.empty()) parse_outliers(a.outliers, dist);
+    return dist;
+  });
+  if (a.count == 0) throw UsageError("--count 0: the tensor would be empty; give N >= 1");
+  // Generated tensors are rows of 4096 (or one row when shorter), so row and column blocks
+  // both exist.
+  const size_t cols = std::min<uint64_t>(a.count, 4096);
+  const std::vector<size_t> shape = a.count % cols == 0 && a.count > cols ? std::vector<size_t>{a.count / cols, cols}
+                                                                          : std::vector<size_t>{a.count};
+  std::vector<float> values(a.count);
+  generate(d, values, a.quant.seed);
+  run.input = {{"dist", std::string(to_string(d.kind))},
+               {"params", d.params},
+               {"outlier_fraction", d.outlier_fraction},
+               {"outlier_magnitude", d.outlier_magnitude},
+               {"count", a.count},
+               {"shape", shape}};
+  std::cerr << fmt::format("analyzing {} values of {}\n", a.count, a.dist);
+  run.tensors.push_back({a.dist, "generated", shape, analyze_tensor(values, shape, schemes, 0)});
 }
 
-std::vector<BlockScaling> resolve_schemes(const Args& a, const QuantOptions& o) {
-  std::vector<std::string> names;
-  for (const auto& f : a.formats) {
-    if (f == "all") {
-      for (const auto& p : format_presets()) names.push_back(p.format.name);
-      for (const auto& p : block_scaling_presets()) names.push_back(p);
-    } else {
-      names.push_back(f);
+void analyze_npy(const Args& a, const std::vector<BlockScaling>& schemes, Run& run) {
+  const NpyArray arr = or_usage_error("--input", [&] { return read_npy(a.input); });
+  std::vector<float> values;
+  try {
+    values = npy_to_floats(arr, a.input);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--input ") + e.what());
+  }
+  if (values.empty()) throw UsageError("--input '" + a.input + "': the array is empty");
+  run.input = {{"file", a.input}, {"dtype", arr.descr}, {"shape", arr.shape}};
+  std::cerr << fmt::format("analyzing {} ({} values)\n", a.input, values.size());
+  const std::string name = std::filesystem::path(a.input).stem().string();
+  run.tensors.push_back({name, arr.descr, arr.shape, analyze_tensor(values, arr.shape, schemes, 0)});
+}
+
+// The tensors --tensor names or globs (every tensor when none is given), each checked before the
+// long work starts.
+std::vector<const SafetensorsTensor*> choose_tensors(const Args& a, const SafetensorsFile& file) {
+  std::vector<const SafetensorsTensor*> chosen;
+  for (const auto& t : file.tensors()) {
+    bool take = a.tensors.empty();
+    for (const auto& pat : a.tensors) take |= fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
+    if (take) chosen.push_back(&t);
+  }
+  for (const auto& pat : a.tensors) {
+    bool hit = false;
+    for (const auto& t : file.tensors()) hit |= fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
+    if (!hit) throw UsageError("--tensor '" + pat + "': no such tensor in '" + a.input + "'; available: " + file.names());
+  }
+  for (const auto* t : chosen) {
+    if (safetensors_dtype_size(t->dtype) == 0)
+      throw UsageError("--input '" + a.input + "': tensor '" + t->name + "' has dtype " + t->dtype +
+                       ", which is not supported; supported: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, and the integer types");
+    if (t->count() == 0) throw UsageError("--input '" + a.input + "': tensor '" + t->name + "' is empty");
+  }
+  if (chosen.empty()) throw UsageError("--input '" + a.input + "' holds no tensors");
+  return chosen;
+}
+
+void analyze_safetensors(const Args& a, const std::vector<BlockScaling>& schemes, Run& run) {
+  const auto file = or_usage_error("--input", [&] { return std::make_unique<SafetensorsFile>(a.input); });
+  const std::vector<const SafetensorsTensor*> chosen = choose_tensors(a, *file);
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto* t : chosen) names.push_back(t->name);
+  run.input = {{"file", a.input}, {"tensors", names}};
+  run.chosen = chosen.size();
+  // Ctrl-C stops after the tensor in progress; the report holds the tensors that finished.
+  run.guard.emplace();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const auto& st = *chosen[i];
+    std::cerr << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype, fmt::join(st.shape, "x"));
+    const std::vector<float> values = or_usage_error("--input", [&] { return file->read_f32(st); });
+    run.tensors.push_back({st.name, st.dtype, st.shape, analyze_tensor(values, st.shape, schemes, static_cast<uint32_t>(i))});
+    if (run.guard->requested()) break;
+  }
+}
+
+struct Row {
+  size_t tensor_index;
+  const std::string* tensor;
+  const SchemeAnalysis* r;
+};
+
+// Ranked by QSNR (best first), per tensor in input order.
+std::vector<Row> ranked_rows(const std::vector<Analyzed>& tensors) {
+  std::vector<Row> rows;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    for (const auto& r : tensors[i].result.schemes) rows.push_back({i, &tensors[i].name, &r});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
+    return x.tensor_index != y.tensor_index ? x.tensor_index < y.tensor_index : x.r->error.qsnr_db > y.r->error.qsnr_db;
+  });
+  return rows;
+}
+
+void print_table(const std::vector<Row>& rows) {
+  std::string last;
+  for (const auto& row : rows) {
+    if (*row.tensor != last || &row == &rows.front()) {
+      std::cout << fmt::format("\n{}\n{:<28} {:>9} {:>11} {:>10} {:>9} {:>9} {:>9} {:>6}\n", *row.tensor, "scheme",
+                               "QSNR dB", "MSE", "max rel", "flushed", "clipped", "satur.", "bits");
+      last = *row.tensor;
     }
+    const SchemeAnalysis& r = *row.r;
+    std::cout << fmt::format("{:<28} {:>9.2f} {:>11.3e} {:>10.3g} {:>8.3f}% {:>8.2f}% {:>8.4f}% {:>6.3f}\n",
+                             r.scheme.name, r.error.qsnr_db, r.error.mse, r.error.max_rel_error,
+                             100 * r.flushed_fraction, 100 * r.clipped_fraction, 100 * r.saturated_fraction,
+                             r.bits_per_element);
   }
-  if (names.empty()) throw UsageError("--formats: give at least one format or scheme (or 'all')");
-  std::vector<BlockScaling> out;
-  for (const auto& n : names) {
-    BlockScaling s = or_usage_error("--formats", [&] { return parse_block_scaling(n); });
-    const Overflow keep = s.element_options.overflow;
-    s.element_options = o;
-    // Block scales exist so that nothing overflows; elements saturate as MX and TE specify.
-    // The --overflow choice applies to plain formats.
-    if (!s.is_plain()) s.element_options.overflow = keep;
-    out.push_back(std::move(s));
-  }
-  return out;
 }
 
 void run(const Args& a) {
@@ -222,110 +249,31 @@ void run(const Args& a) {
   if (!a.tensors.empty() && (a.input.empty() || !is_safetensors(a.input)))
     throw UsageError("--tensor selects tensors of a .safetensors --input");
   if (!a.outliers.empty() && a.dist.empty()) throw UsageError("--outliers needs --dist");
-  const std::vector<BlockScaling> schemes = resolve_schemes(a, o);
+  const std::vector<BlockScaling> schemes = or_usage_error("--formats", [&] { return resolve_schemes(a.formats, o); });
+
+  Run run;
+  if (!a.dist.empty()) analyze_generated(a, schemes, run);
+  else if (!is_safetensors(a.input)) analyze_npy(a, schemes, run);
+  else analyze_safetensors(a, schemes, run);
 
   Report rep("analyze");
   nlohmann::json jschemes = nlohmann::json::array();
   for (const auto& s : schemes) jschemes.push_back(scheme_to_json(s));
-  rep.config() = {{"formats", jschemes}, {"options", quant_options_to_json(o)}};
+  rep.config() = {{"formats", jschemes}, {"options", quant_options_to_json(o)}, {"input", run.input}};
   rep.seeds() = {{"seed", a.quant.seed}};
   nlohmann::json results = nlohmann::json::array();
-  std::vector<Row> rows;
-  std::optional<InterruptGuard> guard;  // only a .safetensors input has several units of work
-
-  if (!a.dist.empty()) {
-    const Distribution d = or_usage_error("--dist", [&] {
-      Distribution dist = parse_distribution(a.dist);
-      if (!a.outliers.empty()) parse_outliers(a.outliers, dist);
-      return dist;
-    });
-    if (a.count == 0) throw UsageError("--count 0: the tensor would be empty; give N >= 1");
-    Tensor t{a.dist, "generated", {a.count}, std::vector<float>(a.count)};
-    // Generated tensors are rows of 4096 (or one row when shorter), so row and column blocks
-    // both exist.
-    const size_t cols = std::min<uint64_t>(a.count, 4096);
-    t.shape = a.count % cols == 0 && a.count > cols ? std::vector<size_t>{a.count / cols, cols}
-                                                    : std::vector<size_t>{a.count};
-    generate(d, t.values, a.quant.seed);
-    rep.config()["input"] = {{"dist", std::string(to_string(d.kind))},
-                             {"params", d.params},
-                             {"outlier_fraction", d.outlier_fraction},
-                             {"outlier_magnitude", d.outlier_magnitude},
-                             {"count", a.count},
-                             {"shape", t.shape}};
-    std::cerr << fmt::format("analyzing {} values of {}\n", a.count, a.dist);
-    results.push_back(analyze_tensor(t, schemes, 0, rows));
-  } else if (!is_safetensors(a.input)) {
-    const Tensor t = from_npy(a.input);
-    if (t.values.empty()) throw UsageError("--input '" + a.input + "': the array is empty");
-    rep.config()["input"] = {{"file", a.input}, {"dtype", t.dtype}, {"shape", t.shape}};
-    std::cerr << fmt::format("analyzing {} ({} values)\n", a.input, t.values.size());
-    results.push_back(analyze_tensor(t, schemes, 0, rows));
-  } else {
-    const auto file = or_usage_error("--input", [&] { return std::make_unique<SafetensorsFile>(a.input); });
-    // Selection: names or globs; every tensor when none is given.
-    std::vector<const SafetensorsTensor*> chosen;
-    for (const auto& t : file->tensors()) {
-      bool take = a.tensors.empty();
-      for (const auto& pat : a.tensors) take |= fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
-      if (take) chosen.push_back(&t);
-    }
-    for (const auto& pat : a.tensors) {
-      bool hit = false;
-      for (const auto& t : file->tensors()) hit |= fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
-      if (!hit)
-        throw UsageError("--tensor '" + pat + "': no such tensor in '" + a.input + "'; available: " + file->names());
-    }
-    // Check every chosen tensor before the long work starts.
-    for (const auto* t : chosen) {
-      if (safetensors_dtype_size(t->dtype) == 0)
-        throw UsageError("--input '" + a.input + "': tensor '" + t->name + "' has dtype " + t->dtype +
-                         ", which is not supported; supported: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, and the integer types");
-      if (t->count() == 0) throw UsageError("--input '" + a.input + "': tensor '" + t->name + "' is empty");
-    }
-    if (chosen.empty()) throw UsageError("--input '" + a.input + "' holds no tensors");
-    nlohmann::json names = nlohmann::json::array();
-    for (const auto* t : chosen) names.push_back(t->name);
-    rep.config()["input"] = {{"file", a.input}, {"tensors", names}};
-    // Ctrl-C stops after the tensor in progress; the report holds the tensors that finished.
-    guard.emplace();
-    for (size_t i = 0; i < chosen.size(); ++i) {
-      const auto& st = *chosen[i];
-      std::cerr << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype,
-                               fmt::join(st.shape, "x"));
-      Tensor t{st.name, st.dtype, st.shape, {}};
-      t.values = or_usage_error("--input", [&] { return file->read_f32(st); });
-      results.push_back(analyze_tensor(t, schemes, static_cast<uint32_t>(i), rows));
-      if (guard->requested()) break;
-    }
-  }
+  for (const auto& t : run.tensors) results.push_back(tensor_json(t));
   rep.results()["tensors"] = results;
-
-  // Ranked by QSNR (best first), per tensor in input order.
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
-    return x.tensor_index != y.tensor_index ? x.tensor_index < y.tensor_index : x.qsnr > y.qsnr;
-  });
+  const std::vector<Row> rows = ranked_rows(run.tensors);
   nlohmann::json ranking = nlohmann::json::array();
-  for (const auto& r : rows) ranking.push_back({{"tensor", r.tensor}, {"scheme", r.scheme}, {"qsnr_db", json_number(r.qsnr)}});
+  for (const auto& r : rows)
+    ranking.push_back({{"tensor", *r.tensor}, {"scheme", r.r->scheme.name}, {"qsnr_db", json_number(r.r->error.qsnr_db)}});
   rep.results()["ranking"] = ranking;
-  if (!a.out.json) {
-    std::string last;
-    for (const auto& r : rows) {
-      if (r.tensor != last || &r == &rows.front()) {
-        std::cout << fmt::format("\n{}\n{:<28} {:>9} {:>11} {:>10} {:>9} {:>9} {:>9} {:>6}\n", r.tensor, "scheme",
-                                 "QSNR dB", "MSE", "max rel", "flushed", "clipped", "satur.", "bits");
-        last = r.tensor;
-      }
-      std::cout << fmt::format("{:<28} {:>9.2f} {:>11.3e} {:>10.3g} {:>8.3f}% {:>8.2f}% {:>8.4f}% {:>6.3f}\n",
-                               r.scheme, r.qsnr, r.mse, r.max_rel, 100 * r.flushed, 100 * r.clipped,
-                               100 * r.saturated, r.bits);
-    }
-  }
-  if (guard) {
-    finish_report(rep, a.out, *guard, fmt::format("{} of {} tensors", results.size(), rep.config()["input"]["tensors"].size()));
-  } else {
+  if (!a.out.json) print_table(rows);
+  if (run.guard)
+    finish_report(rep, a.out, *run.guard, fmt::format("{} of {} tensors", run.tensors.size(), run.chosen));
+  else
     finish_report(rep, a.out);
-  }
 }
 
 const Registrar reg(40, [](CLI::App& app) {

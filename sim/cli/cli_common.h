@@ -38,6 +38,10 @@ struct Registrar {
   Registrar(int order, CommandSetup setup);
 };
 
+// --threads N, 1..1024: OpenMP worker threads, set as the option is parsed (results do not depend
+// on it). `threads` keeps N, or 0 when it is not given, for library calls that take a count.
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads);
+
 // --out FILE, --json, --deterministic.
 void add_output_options(CLI::App* cmd, OutputOptions& o);
 // Checks the --out destination before any long work starts.

@@ -1,6 +1,5 @@
 // precsim demo: the embedded default experiment (scripts/demo.sh): classic mixed-precision effects
 // side by side in under a minute on two cores.
-#include <omp.h>
 #include <nlohmann/json.hpp>
 
 #include "train_runner.h"
@@ -33,11 +32,10 @@ const Registrar reg(61, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   a->out.out = "demo-report.json";
   cmd->add_option("--steps", a->steps, "override the number of steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
+  add_threads_option(cmd, a->threads);
   add_jsonl_option(cmd, a->jsonl);
   add_output_options(cmd, a->out);
   cmd->callback([a] {
-    if (a->threads > 0) omp_set_num_threads(a->threads);
     nlohmann::json j = nlohmann::json::parse(kDemoConfig);
     if (a->steps > 0) j["steps"] = a->steps;
     if (a->out.json && a->out.out == "demo-report.json") a->out.out.clear();

@@ -10,8 +10,7 @@
 #include "cli_parse.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum/accum_model.h"
-#include "precsim/sim/accum/exact_dot.h"
-#include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/analysis/dot_error.h"
 #include "quant_args.h"
 
 namespace precsim::cli {
@@ -65,27 +64,12 @@ void run(const Args& args) {
     throw UsageError(fmt::format("--c '{}' is not a value of the accumulator format {} (nearest: {})", args.c,
                                  model.acc.name, hex_float(round_to(model.acc, c))));
 
-  uint32_t status = 0;
-  double result;
+  DotError d;
   try {
-    result = accum_dot(model, a, b, c, in, in, &status);
+    d = dot_error(model, a, b, c, in);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  LongAccumulator acc;
-  acc.add(c);
-  for (size_t i = 0; i < a.size(); ++i) acc.add_product(a[i], b[i]);
-  const Format fp64 = format_by_name("fp64");
-  const Rounded ex = acc.round(fp64);
-  const double exact = decode(fp64, ex.code);
-  const Rounded ex_acc = acc.round(model.acc);
-  const double exact_acc = decode(model.acc, ex_acc.code);
-  const double abs_err = std::fabs(result - exact);
-  const double rel_err = exact != 0 ? abs_err / std::fabs(exact) : (result == 0 ? 0.0 : INFINITY);
-  const uint64_t cr = encode(model.acc, result).code, ce = ex_acc.code;
-  const bool finite = std::isfinite(result) && std::isfinite(exact_acc);
-  const int64_t ulps = finite ? ordinal(model.acc, cr) - ordinal(model.acc, ce) : 0;
-
   Report r("dot");
   nlohmann::json av = nlohmann::json::array(), bv = nlohmann::json::array();
   for (size_t i = 0; i < a.size(); ++i) {
@@ -95,24 +79,24 @@ void run(const Args& args) {
   r.config() = {{"model", to_json(model)}, {"input_format", format_to_json(in)},
                 {"accumulator_format", format_to_json(model.acc)}, {"a", av}, {"b", bv}, {"c", hex_float(c)}};
   r.seeds() = nlohmann::json::object();
-  r.results() = {{"result", json_number(result)},
-                 {"result_hex", hex_float(result)},
-                 {"exact", json_number(exact)},
-                 {"exact_hex", hex_float(exact)},
-                 {"exact_fits_fp64", (ex.status & kInexact) == 0},
-                 {"exact_rounded_to_accumulator", json_number(exact_acc)},
-                 {"abs_error", json_number(abs_err)},
-                 {"rel_error", json_number(rel_err)},
-                 {"ulp_error", ulps},
-                 {"status", status_to_string(status)}};
+  r.results() = {{"result", json_number(d.result)},
+                 {"result_hex", hex_float(d.result)},
+                 {"exact", json_number(d.exact)},
+                 {"exact_hex", hex_float(d.exact)},
+                 {"exact_fits_fp64", d.exact_fits_fp64},
+                 {"exact_rounded_to_accumulator", json_number(d.exact_in_acc)},
+                 {"abs_error", json_number(d.abs_error)},
+                 {"rel_error", json_number(d.rel_error)},
+                 {"ulp_error", d.ulp_error},
+                 {"status", status_to_string(d.status)}};
   if (!args.out.json) {
     std::cout << fmt::format("model     {} ({})\n", model.name, to_spec(model));
     std::cout << fmt::format("inputs    {} x {}, accumulator {}\n", a.size(), in.name, model.acc.name);
-    std::cout << fmt::format("exact     {:<24} {:.17g}{}\n", hex_float(exact), exact,
-                             (ex.status & kInexact) ? " (rounded to fp64)" : "");
-    std::cout << fmt::format("result    {:<24} {:.17g}\n", hex_float(result), result);
-    std::cout << fmt::format("error     abs {:.6g}  rel {:.6g}  {} ulp of {} from the correctly rounded {}\n", abs_err,
-                             rel_err, ulps, model.acc.name, hex_float(exact_acc));
+    std::cout << fmt::format("exact     {:<24} {:.17g}{}\n", hex_float(d.exact), d.exact,
+                             d.exact_fits_fp64 ? "" : " (rounded to fp64)");
+    std::cout << fmt::format("result    {:<24} {:.17g}\n", hex_float(d.result), d.result);
+    std::cout << fmt::format("error     abs {:.6g}  rel {:.6g}  {} ulp of {} from the correctly rounded {}\n",
+                             d.abs_error, d.rel_error, d.ulp_error, model.acc.name, hex_float(d.exact_in_acc));
   }
   finish_report(r, args.out);
 }

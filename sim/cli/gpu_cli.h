@@ -1,5 +1,5 @@
 // What the GPU commands share (`precsim gpu ...`, `precsim train --backend cuda`): loading the CUDA
-// backend and mapping its failures to the CLI's exit codes (no backend or no device: 3; an
+// library and mapping its failures to the CLI's exit codes (no library or no device: 3; an
 // unsupported or bad request: 2; any other CUDA failure: 1 with the CUDA error string).
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace precsim::cli {
 
-// Backend failures in the CLI's exit-code convention.
+// GPU library failures in the CLI's exit-code convention.
 [[noreturn]] inline void rethrow(const GpuError& e) {
   switch (e.kind) {
     case GpuErrorKind::kNoLibrary:
@@ -27,7 +27,7 @@ namespace precsim::cli {
   throw std::runtime_error(e.what());
 }
 
-inline std::shared_ptr<const GpuLibrary> backend() {
+inline std::shared_ptr<const GpuLibrary> load_gpu_library() {
   try {
     return GpuLibrary::load();
   } catch (const GpuError& e) {

@@ -1,12 +1,12 @@
 // precsim gpu info|gemm|probe: the same operands on a real GPU (cuBLASLt with a pinned algorithm,
-// Tensor Core probe kernels) and through the emulation, compared bit for bit. The CUDA backend is
+// Tensor Core probe kernels) and through the emulation, compared bit for bit. The GPU library is
 // loaded only here; without a driver or device every subcommand exits 3 with the reason.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -17,16 +17,16 @@
 #include "precsim/sim/hw/gpu_library.h"
 #include "precsim/sim/hw/gpu_compare.h"
 #include "precsim/sim/hw/gpu_device.h"
+#include "precsim/sim/hw/gpu_gemm_check.h"
 #include "precsim/sim/hw/gpu_probe.h"
 
 namespace precsim::cli {
 namespace {
 
-
 // ---- info
 void run_info(const OutputOptions& out) {
   check_output(out);
-  const auto gpu = backend();
+  const auto gpu = load_gpu_library();
   const GpuSystemInfo s = system_or_throw(*gpu);
   Report r("gpu-info");
   r.config() = nlohmann::json::object();
@@ -55,7 +55,8 @@ struct GemmCli {
   OutputOptions out;
 };
 
-void run_gemm(GemmCli& c) {
+// The spec from the options, checked: the types, the accumulation and the FP8 constraints.
+void resolve_gemm_spec(GemmCli& c) {
   DeviceGemmSpec& s = c.spec;
   try {
     s.a_type = gpu_type(c.type).name;
@@ -79,105 +80,101 @@ void run_gemm(GemmCli& c) {
     throw UsageError(fmt::format("FP8 GEMMs need m, n, k multiples of 16; got {}x{}x{}", s.m, s.n, s.k));
   if (!std::isfinite(s.scale_a) || !std::isfinite(s.scale_b))
     throw UsageError("--scale-a and --scale-b must be finite");
-  std::vector<std::string> presets = c.presets.empty() ? candidate_presets(gpu_type(s.a_type).format, s.fp16_accumulation)
-                                                       : c.presets;
-  std::vector<AccumModel> models;
-  for (const auto& p : presets) {
+}
+
+std::vector<EmulatedPreset> resolve_presets(const GemmCli& c) {
+  const DeviceGemmSpec& s = c.spec;
+  const std::vector<std::string> names =
+      c.presets.empty() ? candidate_presets(gpu_type(s.a_type).format, s.fp16_accumulation) : c.presets;
+  std::vector<EmulatedPreset> out;
+  for (const auto& p : names) {
     try {
-      models.push_back(parse_accum_model(p));
+      out.push_back({p, parse_accum_model(p)});
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--presets: ") + e.what());
     }
   }
-  if (!c.require.empty() && std::find(presets.begin(), presets.end(), c.require) == presets.end())
+  if (!c.require.empty() && std::find(names.begin(), names.end(), c.require) == names.end())
     throw UsageError("--require-match " + c.require + " is not among the presets compared");
+  return out;
+}
+
+nlohmann::json gemm_config(const GemmCli& c, const PrecsimGpuDevice& dev, const std::vector<std::string>& presets) {
+  const DeviceGemmSpec& s = c.spec;
+  return {{"device", device_json(dev)},
+          {"m", s.m}, {"n", s.n}, {"k", s.k},
+          {"a_type", s.a_type}, {"b_type", s.b_type}, {"accumulate", c.accumulate},
+          {"out_type", gemm_out_type(s)},
+          {"fast_accum", s.fast_accum},
+          {"scale_a", json_number(s.scale_a)}, {"scale_b", json_number(s.scale_b)},
+          {"algo_request", {{"algo_id", s.algo_id}, {"tile_id", s.tile_id}, {"stages_id", s.stages_id}}},
+          {"operands", c.operands},
+          {"presets", presets},
+          {"layout", "A row-major (cuBLASLt TN), B column-major, D column-major; alpha 1, beta 0"}};
+}
+
+// Operands and the device result for a second ground truth (gpu/torch_check.py).
+void save_operands(const std::string& dir, const DeviceGemmSpec& s, const DeviceGemmCheck& c) {
+  const std::string base = dir + "/" + c.operands;
+  const std::vector<float> df(c.device.begin(), c.device.end());
+  const auto m = static_cast<size_t>(s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
+  write_npy(base + "_a.npy", "<f4", {m, k}, c.a.data(), c.a.size() * 4);
+  write_npy(base + "_b.npy", "<f4", {k, n}, c.b.data(), c.b.size() * 4);
+  write_npy(base + "_d.npy", "<f4", {m, n}, df.data(), df.size() * 4);
+}
+
+nlohmann::json check_json(const DeviceGemmCheck& c, const std::vector<PresetScore>& ranked) {
+  nlohmann::json scores = nlohmann::json::array();
+  for (const auto& sc : ranked) scores.push_back({{"preset", sc.preset}, {"match", to_json(sc.stats)}});
+  return {{"operands", c.operands},
+          {"algorithm", to_json(c.algorithm)},
+          {"device_ms", json_number(c.algorithm.milliseconds)},
+          {"best_preset", ranked.front().preset},
+          {"presets", scores}};
+}
+
+void print_check(const DeviceGemmCheck& c, const std::vector<PresetScore>& ranked) {
+  const PrecsimGpuGemmResult& res = c.algorithm;
+  std::cout << fmt::format("{:<14} algo {} tile {} stages {} splitK {}  {:.3f} ms\n", c.operands, res.algo_id,
+                           res.tile_id, res.stages_id, res.splitk_num, res.milliseconds);
+  for (const auto& sc : ranked)
+    std::cout << fmt::format("    {:<42} exact {:>8.4f}%  max ulp {}\n", sc.preset, 100 * sc.stats.exact_fraction,
+                             sc.stats.max_ulp);
+}
+
+void run_gemm(GemmCli& c) {
+  resolve_gemm_spec(c);
+  const std::vector<EmulatedPreset> models = resolve_presets(c);
+  std::vector<std::string> presets;
+  for (const auto& p : models) presets.push_back(p.preset);
   check_output(c.out);
   if (!c.save_dir.empty() && !std::filesystem::is_directory(c.save_dir))
     throw UsageError("--save-operands " + c.save_dir + ": not a folder");
-  const auto gpu = backend();
+  const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);
-  device_or_throw(sys, s.device);
-
-  const Format fa = gpu_type(s.a_type).format, fb = gpu_type(s.b_type).format;
-  const Format fo = gpu_type(gemm_out_type(s)).format;
+  const DeviceGemmSpec& s = c.spec;
   Report r("gpu-gemm");
-  r.config() = {{"device", device_json(sys.devices[s.device])},
-                {"m", s.m}, {"n", s.n}, {"k", s.k},
-                {"a_type", s.a_type}, {"b_type", s.b_type}, {"accumulate", c.accumulate},
-                {"out_type", gemm_out_type(s)},
-                {"fast_accum", s.fast_accum},
-                {"scale_a", json_number(s.scale_a)}, {"scale_b", json_number(s.scale_b)},
-                {"algo_request", {{"algo_id", s.algo_id}, {"tile_id", s.tile_id}, {"stages_id", s.stages_id}}},
-                {"operands", c.operands},
-                {"presets", presets},
-                {"layout", "A row-major (cuBLASLt TN), B column-major, D column-major; alpha 1, beta 0"}};
+  r.config() = gemm_config(c, device_or_throw(sys, s.device), presets);
   r.seeds() = {{"operands", c.seed}};
   r.results()["system"] = system_json(sys);
   nlohmann::json sets = nlohmann::json::array();
-  std::map<std::string, uint64_t> exact_total;
-  bool required_ok = true;
+  std::vector<DeviceGemmCheck> checks;
   for (const auto& name : c.operands) {
-    const OperandSet set = parse_operand_set(name);
-    std::vector<float> a, b;
-    make_operands(set, fa, fb, s.m, s.n, s.k, c.seed, a, b);
-    std::cerr << fmt::format("gpu gemm: {} operands, {}x{}x{} {} on the device\n", name, s.m, s.n, s.k, s.a_type);
-    PrecsimGpuGemmResult res{};
-    std::vector<double> d;
     try {
-      d = device_gemm(*gpu, s, a, b, &res);
+      checks.push_back(check_device_gemm(*gpu, s, name, models, c.seed,
+                                         [](const std::string& line) { std::cerr << "gpu gemm: " << line << "\n"; }));
     } catch (const GpuError& e) {
       rethrow(e);
     }
-    GemmArgs ga;
-    ga.m = s.m;
-    ga.n = s.n;
-    ga.k = s.k;
-    ga.a_format = fa;
-    ga.b_format = fb;
-    ga.out_format = fo;
-    // cuBLASLt applies scale_a * scale_b (an FP32 product) to the accumulator in FP32.
-    ga.alpha = static_cast<double>(static_cast<float>(s.scale_a) * static_cast<float>(s.scale_b));
-    nlohmann::json scores = nlohmann::json::array();
-    std::vector<PresetScore> ranked;
-    for (size_t p = 0; p < models.size(); ++p) {
-      std::cerr << fmt::format("gpu gemm: {} operands, emulating {}\n", name, presets[p]);
-      std::vector<float> e(static_cast<size_t>(s.m * s.n));
-      gemm(models[p], ga, a.data(), b.data(), e.data());
-      const std::vector<double> ed(e.begin(), e.end());
-      const MatchStats st = compare_results(fo, d, ed);
-      ranked.push_back({presets[p], st});
-      exact_total[presets[p]] += st.exact;
-      if (presets[p] == c.require && st.exact != st.count) required_ok = false;
-    }
-    if (!c.save_dir.empty()) {
-      // Operands and the device result for a second ground truth (gpu/torch_check.py).
-      const std::string base = c.save_dir + "/" + name;
-      const std::vector<float> df(d.begin(), d.end());
-      write_npy(base + "_a.npy", "<f4", {static_cast<size_t>(s.m), static_cast<size_t>(s.k)}, a.data(), a.size() * 4);
-      write_npy(base + "_b.npy", "<f4", {static_cast<size_t>(s.k), static_cast<size_t>(s.n)}, b.data(), b.size() * 4);
-      write_npy(base + "_d.npy", "<f4", {static_cast<size_t>(s.m), static_cast<size_t>(s.n)}, df.data(), df.size() * 4);
-    }
-    ranked = rank_presets(ranked);
-    for (const auto& sc : ranked) scores.push_back({{"preset", sc.preset}, {"match", to_json(sc.stats)}});
-    sets.push_back({{"operands", name},
-                    {"algorithm", to_json(res)},
-                    {"device_ms", json_number(res.milliseconds)},
-                    {"best_preset", ranked.front().preset},
-                    {"presets", scores}});
-    if (!c.out.json) {
-      std::cout << fmt::format("{:<14} algo {} tile {} stages {} splitK {}  {:.3f} ms\n", name, res.algo_id, res.tile_id,
-                               res.stages_id, res.splitk_num, res.milliseconds);
-      for (const auto& sc : ranked)
-        std::cout << fmt::format("    {:<42} exact {:>8.4f}%  max ulp {}\n", sc.preset, 100 * sc.stats.exact_fraction,
-                                 sc.stats.max_ulp);
-    }
+    const DeviceGemmCheck& check = checks.back();
+    if (!c.save_dir.empty()) save_operands(c.save_dir, s, check);
+    const std::vector<PresetScore> ranked = rank_presets(check.scores);
+    sets.push_back(check_json(check, ranked));
+    if (!c.out.json) print_check(check, ranked);
   }
-  std::string best;
-  uint64_t best_exact = 0;
-  for (const auto& p : presets)
-    if (best.empty() || exact_total[p] > best_exact) best = p, best_exact = exact_total[p];
+  const bool required_ok = c.require.empty() || matches_everywhere(c.require, checks);
   r.results()["sets"] = sets;
-  r.results()["best_preset"] = best;
+  r.results()["best_preset"] = best_preset(presets, checks);
   if (!c.require.empty()) r.results()["required_match"] = {{"preset", c.require}, {"bit_exact", required_ok}};
   finish_report(r, c.out);
   if (!required_ok) {
@@ -226,7 +223,7 @@ void run_probe(ProbeCli& c) {
   for (const auto& g : c.gemms) gemms.push_back(gemm_probe_spec(g, c.device));
   if (c.gemm_k < 64 || c.gemm_k % 32 != 0) throw UsageError(fmt::format("--gemm-k {} must be a multiple of 32, at least 64", c.gemm_k));
   check_output(c.out);
-  const auto gpu = backend();
+  const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);
   const PrecsimGpuDevice& dev = device_or_throw(sys, c.device);
   const bool all_instrs = c.instrs.empty();

@@ -29,6 +29,12 @@ Registrar::Registrar(int order, CommandSetup setup) { registry().push_back({orde
 int argc() { return g_argc; }
 const char* const* argv() { return g_argv; }
 
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads) {
+  return cmd->add_option("--threads", threads, "worker threads (default: all cores); results do not depend on it")
+      ->check(CLI::Range(1, 1024))
+      ->each([](const std::string& v) { omp_set_num_threads(std::stoi(v)); });
+}
+
 void add_output_options(CLI::App* cmd, OutputOptions& o) {
   cmd->add_option("--out", o.out, "write the JSON report to FILE (atomically)");
   cmd->add_flag("--json", o.json, "print the JSON report on stdout and nothing else");
@@ -70,9 +76,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(precsim::precsim_version()) + " (" +
                                         std::string(precsim::precsim_git_commit()) + ")");
   int threads = 0;
-  app.add_option("--threads", threads, "worker threads (default: all cores); results do not depend on it")
-      ->check(CLI::Range(1, 1024))
-      ->each([](const std::string& v) { omp_set_num_threads(std::stoi(v)); });
+  add_threads_option(&app, threads);
   auto& reg = registry();
   std::stable_sort(reg.begin(), reg.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
   for (const auto& e : reg) e.setup(app);

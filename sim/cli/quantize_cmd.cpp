@@ -76,10 +76,54 @@ void run_values(const Args& a, const Format& f, const QuantOptions& o) {
   finish_report(r, a.out);
 }
 
-void run_array(const Args& a, const Format& f, const QuantOptions& o) {
-  if (a.output.empty() && !a.codes && a.out.out.empty() && !a.out.json) {
-    // Nothing would be written but the statistics: allowed, they are printed below.
+// The input's values as float or double, to be rounded in place in the input buffer (no copy of a
+// large array); codes of another format are decoded exactly first.
+struct ArrayValues {
+  std::vector<float> f32;
+  std::vector<double> f64;
+  std::span<float> v32;
+  std::span<double> v64;
+  bool is_double = false;
+};
+
+void decode_input_codes(const Args& a, const NpyArray& in, ArrayValues& v) {
+  const size_t n = in.count();
+  const Format src = parse_format_arg("--input-format", a.input_format);
+  // ml_dtypes saves its types as void items ('<V1', '<V2'), except float8_e5m2, which it saves as
+  // '<f1': no NumPy float has one byte, so '<f1' can only be codes.
+  const char kind = in.descr[1];
+  const bool code_kind = kind == 'u' || kind == 'V' || kind == 'i' || (kind == 'f' && in.item_size() == 1);
+  if (in.item_size() != code_bytes(src) || !code_kind)
+    throw UsageError(fmt::format("--input '{}': dtype {} does not hold {}-byte codes of {}; expected unsigned or void items of {} bytes",
+                                 a.input, in.descr, code_bytes(src), src.name, code_bytes(src)));
+  v.is_double = src.bits() > 32 || src.emax() > 127 || src.quantum_exp() < -149 || src.man_bits > 23;
+  if (v.is_double) {
+    v.f64.resize(n);
+    decode_array(src, in.data.data(), std::span<double>(v.f64));
+    v.v64 = v.f64;
+  } else {
+    v.f32.resize(n);
+    decode_array(src, in.data.data(), std::span<float>(v.f32));
+    v.v32 = v.f32;
   }
+}
+
+void input_values(const Args& a, NpyArray& in, ArrayValues& v) {
+  const size_t n = in.count();
+  if (!a.input_format.empty()) {
+    decode_input_codes(a, in, v);
+  } else if (in.descr == "<f4") {
+    v.v32 = {reinterpret_cast<float*>(in.data.data()), n};
+  } else if (in.descr == "<f8") {
+    v.is_double = true;
+    v.v64 = {reinterpret_cast<double*>(in.data.data()), n};
+  } else {
+    throw UsageError("--input '" + a.input + "': dtype " + in.descr +
+                     " is not supported; expected float32 (<f4) or float64 (<f8) values, or codes with --input-format F");
+  }
+}
+
+void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   if (!a.output.empty()) {
     try {
       check_writable(a.output);
@@ -95,41 +139,11 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   }
   if (in.fortran_order) throw UsageError("--input '" + a.input + "': Fortran-order arrays are not supported");
   const size_t n = in.count();
-  // Values as float or double, rounded in place in the input buffer (no copy of a large array);
-  // codes of another format are decoded exactly first.
-  std::vector<float> f32;
-  std::vector<double> f64;
-  std::span<float> v32;
-  std::span<double> v64;
-  bool is_double = false;
-  if (!a.input_format.empty()) {
-    const Format src = parse_format_arg("--input-format", a.input_format);
-    // ml_dtypes saves its types as void items ('<V1', '<V2'), except float8_e5m2, which it saves as
-    // '<f1': no NumPy float has one byte, so '<f1' can only be codes.
-    const char kind = in.descr[1];
-    const bool code_kind = kind == 'u' || kind == 'V' || kind == 'i' || (kind == 'f' && in.item_size() == 1);
-    if (in.item_size() != code_bytes(src) || !code_kind)
-      throw UsageError(fmt::format("--input '{}': dtype {} does not hold {}-byte codes of {}; expected unsigned or void items of {} bytes",
-                                   a.input, in.descr, code_bytes(src), src.name, code_bytes(src)));
-    is_double = src.bits() > 32 || src.emax() > 127 || src.quantum_exp() < -149 || src.man_bits > 23;
-    if (is_double) {
-      f64.resize(n);
-      decode_array(src, in.data.data(), std::span<double>(f64));
-      v64 = f64;
-    } else {
-      f32.resize(n);
-      decode_array(src, in.data.data(), std::span<float>(f32));
-      v32 = f32;
-    }
-  } else if (in.descr == "<f4") {
-    v32 = {reinterpret_cast<float*>(in.data.data()), n};
-  } else if (in.descr == "<f8") {
-    is_double = true;
-    v64 = {reinterpret_cast<double*>(in.data.data()), n};
-  } else {
-    throw UsageError("--input '" + a.input + "': dtype " + in.descr +
-                     " is not supported; expected float32 (<f4) or float64 (<f8) values, or codes with --input-format F");
-  }
+  ArrayValues values;
+  input_values(a, in, values);
+  const bool is_double = values.is_double;
+  const std::span<float> v32 = values.v32;
+  const std::span<double> v64 = values.v64;
   std::cerr << fmt::format("quantizing {} elements into {}\n", n, f.name);
   QuantStats st;
   std::vector<unsigned char> codes;

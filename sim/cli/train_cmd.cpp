@@ -1,5 +1,4 @@
 // precsim train: the FP64 reference and any number of precision recipes side by side.
-#include <omp.h>
 
 #include <fstream>
 #include <iostream>
@@ -46,10 +45,10 @@ struct Args {
 
 // --backend cuda: every variant's matrix products also on cuBLASLt (gpu_train.h). Refuses, before
 // any step, a transformer, a missing device (exit 3) and a recipe the device cannot run (exit 2).
-TrainTwin cuda_backend(const TrainConfig& c, int device) {
+TrainTwin cuda_twin(const TrainConfig& c, int device) {
   if (c.model_type == "transformer")
     throw UsageError("--backend cuda runs the MLP only; model.type transformer has its matrix products emulated");
-  const auto gpu = backend();
+  const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);
   const PrecsimGpuDevice& dev = device_or_throw(sys, device);
   try {
@@ -84,7 +83,6 @@ void run(const Args& a) {
     std::cout << "\n";
     return;
   }
-  if (a.threads > 0) omp_set_num_threads(a.threads);
   nlohmann::json j = a.config.empty() ? nlohmann::json::object() : read_config(a.config);
   if (!a.experiment.empty()) {
     const auto it = experiments().find(a.experiment);
@@ -117,7 +115,7 @@ void run(const Args& a) {
   if (a.batch > 0) j["batch"] = a.batch;
   const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
   if (a.backend == "cuda") check_output(a.out);
-  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_backend(c, a.device) : TrainTwin{});
+  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_twin(c, a.device) : TrainTwin{});
 }
 
 const Registrar reg(60, [](CLI::App& app) {
@@ -131,7 +129,7 @@ const Registrar reg(60, [](CLI::App& app) {
   cmd->add_option("--seed", a->seed, "base seed")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--seeds", a->seeds, "repeat over N seeds; report mean and 95% interval")->check(CLI::Range(1, 1000));
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--threads", a->threads, "worker threads; results do not depend on it")->check(CLI::Range(1, 1024));
+  add_threads_option(cmd, a->threads);
   cmd->add_option("--backend", a->backend,
                   "emulated (default) | cuda: also run each MLP variant with its matrix products on cuBLASLt, from "
                   "the same weights and batches, and report the per-step differences (exit 3 without a GPU)")

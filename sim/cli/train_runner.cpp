@@ -31,8 +31,8 @@ void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
 
 namespace {
 
-// Per variant and seed, the twin on the other backend against the emulated variant.
-std::string backend_table(const nlohmann::json& results) {
+// Per variant and seed, the twin on its GEMM executor against the emulated variant.
+std::string twin_table(const nlohmann::json& results) {
   std::string t = fmt::format("\n{:<20} {:>5} {:>16} {:>16} {:>9}\n", results["backend"]["name"].get<std::string>() + " twin",
                               "seed", "max|loss diff|", "max weight err", "diverged");
   for (const auto& run : results["runs"])
@@ -48,7 +48,7 @@ std::string backend_table(const nlohmann::json& results) {
 }  // namespace
 
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
-                      const TrainTwin& backend) {
+                      const TrainTwin& twin) {
   if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
   check_output(out);
   Report r("train");
@@ -67,8 +67,8 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   const InterruptGuard guard;
   RunHooks hooks;
   hooks.stop = [&guard] { return guard.requested(); };
-  hooks.gemm_executor = backend.make;
-  if (backend.make) hooks.executor_name = backend.info.at("name").get<std::string>();
+  hooks.gemm_executor = twin.make;
+  if (twin.make) hooks.executor_name = twin.info.at("name").get<std::string>();
   if (stream) hooks.on_logged_step = [&stream](const nlohmann::json& rec) { stream->write(rec); };
   const bool tty = isatty(STDERR_FILENO);
   int last_pct = -1;
@@ -88,14 +88,14 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   } catch (const GpuError& e) {
     rethrow(e);
   }
-  if (backend.make) r.results()["backend"] = backend.info;
+  if (twin.make) r.results()["backend"] = twin.info;
   if (guard.requested()) {
     r.set_status("interrupted");
     if (tty) std::cerr << "\n";
   }
   if (!out.json && jsonl != "-") {
     std::cout << summary_table(r.results());
-    if (backend.make) std::cout << backend_table(r.results());
+    if (twin.make) std::cout << twin_table(r.results());
   }
   finish_report(r, out);
   if (guard.requested()) {

@@ -25,7 +25,7 @@ struct TrainTwin {
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
 // `jsonl`: "" for no stream, "-" for standard output (then no summary table), or a file.
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "",
-                      const TrainTwin& backend = {});
+                      const TrainTwin& twin = {});
 // Adds --jsonl to a training command.
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl);
 

@@ -73,7 +73,7 @@ std::vector<double> device_gemm(const GpuLibrary& gpu, const DeviceGemmSpec& s, 
   const GpuType& to = gpu_type(gemm_out_type(s));
   const size_t m = s.m, n = s.n, k = s.k;
   if (a.size() != m * k || b.size() != k * n) throw std::invalid_argument("device_gemm: operand sizes do not match m, n, k");
-  // The backend takes B column-major: the transpose of the row-major k x n array.
+  // The GPU library takes B column-major: the transpose of the row-major k x n array.
   std::vector<double> av(a.begin(), a.end()), bt(k * n);
   for (size_t l = 0; l < k; ++l)
     for (size_t j = 0; j < n; ++j) bt[j * k + l] = b[l * n + j];

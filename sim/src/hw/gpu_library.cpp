@@ -66,7 +66,7 @@ std::shared_ptr<const GpuLibrary> GpuLibrary::load_from(const std::string& path)
   if (table == nullptr || table->abi_version != PRECSIM_GPU_ABI_VERSION) {
     const int v = table ? table->abi_version : -1;
     dlclose(h);
-    throw GpuError(GpuErrorKind::kNoLibrary, path + ": backend ABI version " + std::to_string(v) +
+    throw GpuError(GpuErrorKind::kNoLibrary, path + ": GPU library ABI version " + std::to_string(v) +
                                                  ", this precsim needs " + std::to_string(PRECSIM_GPU_ABI_VERSION));
   }
   return std::shared_ptr<const GpuLibrary>(new GpuLibrary(h, table, path));
@@ -78,7 +78,7 @@ std::shared_ptr<const GpuLibrary> GpuLibrary::load() {
       return load_from(env);
     } catch (const GpuError& e) {
       throw GpuError(GpuErrorKind::kNoLibrary,
-                     std::string("the CUDA backend named by PRECSIM_GPU_LIBRARY could not be loaded: ") + e.what());
+                     std::string("the GPU library named by PRECSIM_GPU_LIBRARY could not be loaded: ") + e.what());
     }
   }
   std::string tried;
@@ -95,7 +95,7 @@ std::shared_ptr<const GpuLibrary> GpuLibrary::load() {
     }
   }
   throw GpuError(GpuErrorKind::kNoLibrary,
-                 "the CUDA backend (libprecsim_gpu.so) could not be loaded; it is built when nvcc is found "
+                 "the GPU library (libprecsim_gpu.so) could not be loaded; it is built when nvcc is found "
                  "(PRECSIM_CUDA=AUTO|ON) and needs the CUDA 13 runtime and cuBLASLt. Tried:" +
                      tried);
 }

@@ -1,4 +1,4 @@
-// The CUDA backend of a training variant's matrix products (gpu_train.h).
+// A training variant's matrix products on cuBLASLt, through the GPU library (gpu_train.h).
 #include "precsim/sim/hw/gpu_train.h"
 
 #include <fmt/format.h>
@@ -100,7 +100,7 @@ void check_cuda_recipe(const Recipe& r, const PrecsimGpuDevice& dev) {
       const std::string on = fmt::format("gemm.{}.{} ({}, scaling {})", kPassNames[p], o == 0 ? "a" : "b",
                                          op.fmt.format.name, to_string(op.scaling));
       if (op.scaling != Scaling::kNone && !per_tensor(op.scaling))
-        refuse(on + " has no path in the CUDA backend, which runs scaling none, tensor-current and tensor-delayed "
+        refuse(on + " has no path in the GPU library, which runs scaling none, tensor-current and tensor-delayed "
                     "(MX and NVFP4 have no Tensor Core path before Blackwell, compute capability 10.0)");
       const GpuType* t = device_type(op);
       if (t == nullptr) refuse(on + " is no cuBLASLt operand type; allowed: fp32, tf32, fp16, bf16, e4m3, e5m2");

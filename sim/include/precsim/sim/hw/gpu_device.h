@@ -1,4 +1,4 @@
-// Device runs in precsim's terms: operand types by name, values encoded into the codes the backend
+// Device runs in precsim's terms: operand types by name, values encoded into the codes the GPU library
 // takes and results decoded back, a device GEMM on row-major float operands, and probe runners
 // that evaluate ProbeVectors with a Tensor Core instruction or a cuBLASLt GEMM.
 #pragma once

@@ -1,4 +1,4 @@
-// The CUDA backend seen from sim/: libprecsim_gpu.so is loaded with dlopen when a GPU command
+// The GPU library seen from sim/: libprecsim_gpu.so is loaded with dlopen when a GPU command
 // first needs it, so CPU commands never load the CUDA runtime or cuBLASLt and precsim runs where no
 // driver exists. Failures become GpuError with a kind the CLI maps to its exit codes.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "precsim/gpu/backend_abi.h"
+#include "precsim/gpu/gpu_api.h"
 
 namespace precsim {
 
@@ -29,12 +29,12 @@ struct GpuError : std::runtime_error {
 struct GpuSystemInfo {
   PrecsimGpuSystem system{};
   std::vector<PrecsimGpuDevice> devices;
-  std::string library;  // path of the loaded backend
+  std::string library;  // path of the loaded library
 };
 
 class GpuLibrary {
  public:
-  // Loads the backend: $PRECSIM_GPU_LIBRARY when set (and nothing else), else libprecsim_gpu.so
+  // Loads the library: $PRECSIM_GPU_LIBRARY when set (and nothing else), else libprecsim_gpu.so
   // beside the executable, in ../lib, in the build tree, then the system search path. Throws
   // GpuError(kNoLibrary) listing every place tried and why it failed.
   static std::shared_ptr<const GpuLibrary> load();
@@ -56,7 +56,7 @@ class GpuLibrary {
   std::string path_;
 };
 
-// Maps a backend status to an error kind (PrecsimGpuStatus -> GpuErrorKind).
+// Maps a library status to an error kind (PrecsimGpuStatus -> GpuErrorKind).
 GpuErrorKind gpu_error_kind(int status);
 
 }  // namespace precsim

@@ -63,7 +63,7 @@ class CublasGemmExecutor : public GemmExecutor {
   std::array<nlohmann::json, 3> algorithms_;
 };
 
-// The backend's fixed choices for a train report: FP8 fast accumulation per pass, FP8 padding.
+// The cuBLASLt executor's fixed choices for a train report: FP8 fast accumulation per pass, FP8 padding.
 nlohmann::json cuda_train_choices_json();
 
 }  // namespace precsim

@@ -1,11 +1,11 @@
-/* The C interface of the CUDA backend, libprecsim_gpu.so. precsim dlopens the library only when a
-   GPU command runs and takes one symbol, precsim_gpu_backend(), which returns a table of function
+/* The C interface of the GPU library, libprecsim_gpu.so. precsim dlopens the library only when a
+   GPU command runs and takes one symbol, precsim_gpu_api(), which returns a table of function
    pointers; so CPU commands never load the CUDA runtime or cuBLASLt, and precsim starts where no
    driver exists. Plain C so that the two sides may be built by different compilers. Every call
    returns 0 on success or a PrecsimGpuStatus, and writes a message with the CUDA or cuBLAS error
    string into err (at most err_len bytes, NUL-terminated). */
-#ifndef PRECSIM_GPU_BACKEND_ABI_H
-#define PRECSIM_GPU_BACKEND_ABI_H
+#ifndef PRECSIM_GPU_API_H
+#define PRECSIM_GPU_API_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@ enum PrecsimGpuStatus {
   PRECSIM_GPU_OK = 0,
   PRECSIM_GPU_NO_DEVICE = 1,     /* no driver, an insufficient driver, or no device (CUDA 35, 100) */
   PRECSIM_GPU_UNSUPPORTED = 2,   /* the request is not available on this device or build */
-  PRECSIM_GPU_BAD_ARGUMENT = 3,  /* a shape, type or option the backend does not accept */
+  PRECSIM_GPU_BAD_ARGUMENT = 3,  /* a shape, type or option the library does not accept */
   PRECSIM_GPU_CUDA_ERROR = 4,    /* any other CUDA runtime or cuBLASLt failure */
 };
 
@@ -124,7 +124,7 @@ typedef struct {
 } PrecsimGpuApi;
 
 typedef const PrecsimGpuApi* (*PrecsimGpuApiEntry)(void);
-#define PRECSIM_GPU_ENTRY_SYMBOL "precsim_gpu_backend"
+#define PRECSIM_GPU_ENTRY_SYMBOL "precsim_gpu_api"
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-// Loading the CUDA backend and the CLI's behaviour where it cannot run: no library, no driver, no
+// Loading the GPU library and the CLI's behaviour where it cannot run: no library, no driver, no
 // device (this machine), and bad arguments, which are refused before any device is touched.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -25,7 +25,7 @@ struct CliRun {
 
 CliRun run_cli(const std::string& args, const std::string& env = "") {
   // Names of this process's own: ctest runs the GPU test binaries side by side.
-  const std::string dir = ::testing::TempDir() + "/gpu_backend_test_" + std::to_string(getpid());
+  const std::string dir = ::testing::TempDir() + "/gpu_library_test_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   const std::string cmd = env + " " + PRECSIM_CLI + " " + args + " >" + out + " 2>" + err;
@@ -49,7 +49,7 @@ bool gpu_present(std::string* why) {
   }
 }
 
-TEST(GpuLibrary, MissingLibraryIsNoBackend) {
+TEST(GpuLibrary, MissingLibraryIsNoLibrary) {
   try {
     GpuLibrary::load_from("/nonexistent/libprecsim_gpu.so");
     FAIL() << "loaded a missing library";
@@ -59,7 +59,7 @@ TEST(GpuLibrary, MissingLibraryIsNoBackend) {
   }
 }
 
-TEST(GpuLibrary, FileThatIsNotALibraryIsNoBackend) {
+TEST(GpuLibrary, FileThatIsNotALibraryIsNoLibrary) {
   const std::string p = ::testing::TempDir() + "/not_a_library_" + std::to_string(getpid()) + ".so";
   std::ofstream(p) << "not ELF";
   try {
@@ -70,13 +70,13 @@ TEST(GpuLibrary, FileThatIsNotALibraryIsNoBackend) {
   }
 }
 
-TEST(GpuLibrary, LibraryWithoutTheEntryPointIsNoBackend) {
+TEST(GpuLibrary, LibraryWithoutTheEntryPointIsNoLibrary) {
   try {
-    GpuLibrary::load_from("libm.so.6");  // a real library without precsim_gpu_backend
+    GpuLibrary::load_from("libm.so.6");  // a real library without precsim_gpu_api
     FAIL();
   } catch (const GpuError& e) {
     EXPECT_EQ(e.kind, GpuErrorKind::kNoLibrary);
-    EXPECT_NE(std::string(e.what()).find("precsim_gpu_backend"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("precsim_gpu_api"), std::string::npos);
   }
 }
 
@@ -97,7 +97,7 @@ TEST(GpuLibrary, NoDriverOrDeviceIsNoDeviceWithTheCudaError) {
   try {
     b = GpuLibrary::load();
   } catch (const GpuError& e) {
-    GTEST_SKIP() << "the CUDA backend is not built or not loadable here: " << e.what();
+    GTEST_SKIP() << "the GPU library is not built or not loadable here: " << e.what();
   }
   try {
     const GpuSystemInfo s = b->system_info();
@@ -122,7 +122,7 @@ TEST(GpuCli, InfoWithoutADeviceExits3AndWritesNothing) {
   EXPECT_TRUE(j.out.empty()) << j.out;
 }
 
-TEST(GpuCli, MissingBackendExits3) {
+TEST(GpuCli, MissingLibraryExits3) {
   const CliRun r = run_cli("gpu info", "PRECSIM_GPU_LIBRARY=/nonexistent/libprecsim_gpu.so");
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/libprecsim_gpu.so"), std::string::npos) << r.err;

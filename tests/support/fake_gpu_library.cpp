@@ -9,7 +9,7 @@
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/rounding.h"
-#include "precsim/gpu/backend_abi.h"
+#include "precsim/gpu/gpu_api.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
 
@@ -144,7 +144,7 @@ int probe(const PrecsimGpuProbeArgs* p, char* err, size_t len) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const PrecsimGpuApi* precsim_gpu_backend(void) {
+extern "C" __attribute__((visibility("default"))) const PrecsimGpuApi* precsim_gpu_api(void) {
   static const PrecsimGpuApi table = {PRECSIM_GPU_ABI_VERSION, &system_info, &gemm, &probe, &probe_support};
   return &table;
 }
