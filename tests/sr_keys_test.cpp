@@ -92,15 +92,14 @@ TEST(SrKeys, DelayedScalingSlotsAreDistinctPerOperand) {
 }
 
 // Counts the ids the trainer's numerics draw: two per product, one per rounding point.
-class CountingNumerics final : public TfNumerics<double> {
+class CountingNumerics final : public Numerics<double> {
  public:
   uint32_t ids = 0;
-  void gemm(TfSite site, GemmPass pass, int layer, double* c, const double* a, const double* b, int m, int n, int k,
-            int batch) override {
+  void gemm(const GemmCall& call, double* c, const double* a, const double* b) override {
     ids += 2;
-    reference.gemm(site, pass, layer, c, a, b, m, n, k, batch);
+    reference.gemm(call, c, a, b);
   }
-  void round(TfPoint, int, std::span<double>) override { ++ids; }
+  void round(const RoundAt&, std::span<double>) override { ++ids; }
   ReferenceNumerics reference;
 };
 

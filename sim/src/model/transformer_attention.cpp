@@ -51,7 +51,7 @@ void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, 
 
 template <class T>
 void masked_softmax_forward(T* p, const T* s, const uint8_t* key_valid, T scale, int batch, int heads, int seq,
-                            TfNumerics<T>& nx) {
+                            Numerics<T>& nx) {
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < seq; ++i) {
@@ -90,7 +90,7 @@ void masked_softmax_backward(T* ds, const T* p, const T* dp, T scale, int batch,
 
 template <class T>
 void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_t* key_valid, int batch, int seq,
-                       int c, int heads, int layer, TfNumerics<T>& nx) {
+                       int c, int heads, int layer, Numerics<T>& nx) {
   const int hs = c / heads, bh = batch * heads;
   const size_t head_elems = size_t(bh) * seq * hs, score_elems = size_t(bh) * seq * seq;
   sv.q.resize(head_elems);
@@ -111,7 +111,7 @@ void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_
           sv.v[dst] = src[2 * c];
         }
   transpose(sv.vt.data(), sv.v.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, GemmPass::kForward, layer, sv.scores.data(), sv.q.data(), sv.k.data(), seq, seq, hs, bh);
+  tf_gemm(nx, TfSite::kScores, GemmPass::kForward, layer, sv.scores.data(), sv.q.data(), sv.k.data(), seq, seq, hs, bh);
   // Masked scores are never read: zero them so that statistics and roundings see only real logits.
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
@@ -119,12 +119,12 @@ void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_
         for (int j = 0; j < seq; ++j)
           if (!allowed(key_valid + size_t(b) * seq, i, j)) sv.scores[((size_t(b) * heads + h) * seq + i) * seq + j] = T(0);
   nx.observe_scores(layer, sv.scores);
-  nx.round(TfPoint::kScores, layer, sv.scores);
+  nx.round(RoundPoint::kScores, layer, sv.scores);
   const T scale = static_cast<T>(1.0 / std::sqrt(double(hs)));
   masked_softmax_forward(sv.probs.data(), sv.scores.data(), key_valid, scale, batch, heads, seq, nx);
-  nx.round(TfPoint::kScores, layer, sv.probs);
+  nx.round(RoundPoint::kScores, layer, sv.probs);
   std::vector<T> y(head_elems);  // (B,NH,T,hs)
-  nx.gemm(TfSite::kAttnV, GemmPass::kForward, layer, y.data(), sv.probs.data(), sv.vt.data(), seq, hs, seq, bh);
+  tf_gemm(nx, TfSite::kAttnV, GemmPass::kForward, layer, y.data(), sv.probs.data(), sv.vt.data(), seq, hs, seq, bh);
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < seq; ++t)
       for (int h = 0; h < heads; ++h)
@@ -134,7 +134,7 @@ void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_
 
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int batch, int seq, int c, int heads,
-                        int layer, TfNumerics<T>& nx) {
+                        int layer, Numerics<T>& nx) {
   const int hs = c / heads, bh = batch * heads;
   const size_t head_elems = size_t(bh) * seq * hs, score_elems = size_t(bh) * seq * seq;
   std::vector<T> dy(head_elems), dyt(head_elems), tmp(score_elems), dp(score_elems), ds(score_elems);
@@ -145,20 +145,20 @@ void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int
         for (int i = 0; i < hs; ++i)
           dy[((size_t(b) * heads + h) * seq + t) * hs + i] = dout[(size_t(b) * seq + t) * c + size_t(h) * hs + i];
   // dP = dY V^T (dgrad); dV^T = dY^T P (wgrad: the gradient is operand A).
-  nx.gemm(TfSite::kAttnV, GemmPass::kDgrad, layer, dp.data(), dy.data(), sv.v.data(), seq, seq, hs, bh);
+  tf_gemm(nx, TfSite::kAttnV, GemmPass::kDgrad, layer, dp.data(), dy.data(), sv.v.data(), seq, seq, hs, bh);
   transpose(dyt.data(), dy.data(), hs, seq, bh);
   transpose(tmp.data(), sv.probs.data(), seq, seq, bh);
-  nx.gemm(TfSite::kAttnV, GemmPass::kWgrad, layer, dvt.data(), dyt.data(), tmp.data(), hs, seq, seq, bh);
-  nx.round(TfPoint::kActGrad, layer, dp);
+  tf_gemm(nx, TfSite::kAttnV, GemmPass::kWgrad, layer, dvt.data(), dyt.data(), tmp.data(), hs, seq, seq, bh);
+  nx.round_grad(RoundAt{RoundPoint::kActGrad, layer}, dp);
   const T scale = static_cast<T>(1.0 / std::sqrt(double(hs)));
   masked_softmax_backward(ds.data(), sv.probs.data(), dp.data(), scale, batch, heads, seq);
-  nx.round(TfPoint::kActGrad, layer, ds);
+  nx.round_grad(RoundAt{RoundPoint::kActGrad, layer}, ds);
   // dQ = dS K (dgrad); dK = dS^T Q (wgrad).
   transpose(kt.data(), sv.k.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, GemmPass::kDgrad, layer, dq.data(), ds.data(), kt.data(), seq, hs, seq, bh);
+  tf_gemm(nx, TfSite::kScores, GemmPass::kDgrad, layer, dq.data(), ds.data(), kt.data(), seq, hs, seq, bh);
   transpose(tmp.data(), ds.data(), seq, seq, bh);
   transpose(qt.data(), sv.q.data(), hs, seq, bh);
-  nx.gemm(TfSite::kScores, GemmPass::kWgrad, layer, dk.data(), tmp.data(), qt.data(), seq, hs, seq, bh);
+  tf_gemm(nx, TfSite::kScores, GemmPass::kWgrad, layer, dk.data(), tmp.data(), qt.data(), seq, hs, seq, bh);
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < seq; ++t)
       for (int h = 0; h < heads; ++h)
@@ -171,36 +171,19 @@ void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int
         }
 }
 
-GemmArgs stacked_gemm_args(int m, int n, int k) {
-  GemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.trans_b = true;
-  if (int64_t(m) * n * k < kSerialGemmMacs) args.threads = 1;
-  return args;
-}
-
-void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n, int k, int batch) {
-  const GemmArgs args = stacked_gemm_args(m, n, k);
-  for (int i = 0; i < batch; ++i)
-    gemm_f64(args, a + size_t(i) * m * k, b + size_t(i) * n * k, c + size_t(i) * m * n);
-}
-
-void ReferenceNumerics::gemm(TfSite, GemmPass, int, double* c, const double* a, const double* b, int m, int n, int k,
-                             int batch) {
-  stacked_gemm_f64(c, a, b, m, n, k, batch);
+void ReferenceNumerics::gemm(const GemmCall& call, double* c, const double* a, const double* b) {
+  gemm_call_f64(call, c, a, b);
 }
 
 #define PRECSIM_ATTENTION(T)                                                                                  \
   template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);                 \
   template void embedding_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);                      \
-  template void masked_softmax_forward<T>(T*, const T*, const uint8_t*, T, int, int, int, TfNumerics<T>&);   \
+  template void masked_softmax_forward<T>(T*, const T*, const uint8_t*, T, int, int, int, Numerics<T>&);   \
   template void masked_softmax_backward<T>(T*, const T*, const T*, T, int, int, int);                        \
   template void attention_forward<T>(T*, AttentionSaved<T>&, const T*, const uint8_t*, int, int, int, int, int, \
-                                     TfNumerics<T>&);                                                         \
+                                     Numerics<T>&);                                                         \
   template void attention_backward<T>(T*, const T*, const AttentionSaved<T>&, int, int, int, int, int,       \
-                                      TfNumerics<T>&);
+                                      Numerics<T>&);
 PRECSIM_ATTENTION(float)
 PRECSIM_ATTENTION(double)
 

@@ -1,52 +1,22 @@
 // The transformer's forward and backward passes: embedding, pre-LN blocks, final LayerNorm, logits
-// and per-token cross-entropy, every product through TfNumerics::gemm and every stored tensor
+// and per-token cross-entropy, every product through Numerics::gemm and every stored tensor
 // through its rounding point.
 #include <cmath>
 
 #include "precsim/sim/model/layers.h"
+#include "precsim/sim/model/linear.h"
 #include "precsim/sim/model/transformer.h"
 
 namespace precsim {
 namespace {
 
-template <class T>
-void transpose_into(std::vector<T>& out, const T* in, int rows, int cols) {
-  out.resize(size_t(rows) * cols);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) out[size_t(c) * rows + r] = in[size_t(r) * cols + c];
-}
-
-// out (rows,oc) = inp (rows,ic) W^T + bias; W is (oc,ic).
-template <class T>
-void linear_forward(T* out, const T* inp, const T* w, const T* bias, int rows, int ic, int oc, TfSite site, int layer,
-                    TfNumerics<T>& nx) {
-  nx.observe_linear_input(site, layer, std::span<const T>(inp, size_t(rows) * ic));
-  nx.gemm(site, GemmPass::kForward, layer, out, inp, w, rows, oc, ic, 1);
-  bias_forward(out, bias, rows, oc);
-}
-
-// dinp += dout W; dw += dout^T inp; dbias += column sums of dout.
-template <class T>
-void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int rows, int ic, int oc,
-                     TfSite site, int layer, TfNumerics<T>& nx) {
-  std::vector<T> at, bt, c(size_t(oc) * ic);
-  transpose_into(at, dout, rows, oc);
-  transpose_into(bt, inp, rows, ic);
-  nx.gemm(site, GemmPass::kWgrad, layer, c.data(), at.data(), bt.data(), oc, ic, rows, 1);
-  for (size_t i = 0; i < c.size(); ++i) dw[i] += c[i];
-  bias_backward(dbias, dout, rows, oc);
-  if (!dinp) return;
-  transpose_into(bt, w, oc, ic);
-  c.resize(size_t(rows) * ic);
-  nx.gemm(site, GemmPass::kDgrad, layer, c.data(), dout, bt.data(), rows, ic, oc, 1);
-  for (size_t i = 0; i < c.size(); ++i) dinp[i] += c[i];
-}
+LinearAt tf_linear(TfSite site, int layer) { return LinearAt{int(site), layer, 0, LinearOperands::kTransposed}; }
 
 // LayerNorm with every intermediate (each partial sum, the mean, variance, rstd and each output)
 // rounded by nx.opmath: what computing it in a 16-bit format instead of FP32 opmath does.
 template <class T>
 void layernorm_forward_low(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int rows, int c,
-                           TfNumerics<T>& nx) {
+                           Numerics<T>& nx) {
   const double eps = 1e-5;
   for (int r = 0; r < rows; ++r) {
     const T* x = inp + size_t(r) * c;
@@ -65,13 +35,13 @@ void layernorm_forward_low(T* out, T* mean, T* rstd, const T* inp, const T* weig
 
 template <class T>
 void layernorm(std::vector<T>& out, std::vector<T>& mean, std::vector<T>& rstd, const std::vector<T>& inp, const T* w,
-               const T* b, int rows, int c, int layer, TfNumerics<T>& nx) {
+               const T* b, int rows, int c, int layer, Numerics<T>& nx) {
   out.resize(size_t(rows) * c);
   mean.resize(rows);
   rstd.resize(rows);
   if (nx.low_opmath()) layernorm_forward_low(out.data(), mean.data(), rstd.data(), inp.data(), w, b, rows, c, nx);
   else layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w, b, rows, c);
-  nx.round(TfPoint::kNormOut, layer, out);
+  nx.round(RoundPoint::kNormOut, layer, out);
 }
 
 template <class T>
@@ -84,7 +54,7 @@ std::vector<T>& sized(std::vector<T>& v, size_t n) {
 
 template <class T>
 void transformer_forward(TransformerActs<T>& a, const T* p, const TransformerLayout& l, const TokenBatch& b,
-                         TfNumerics<T>& nx) {
+                         Numerics<T>& nx) {
   const int B = b.batch, S = b.seq, C = l.width, H = l.hidden, V = l.vocab, rows = B * S;
   const size_t L = l.blocks.size(), n = size_t(rows) * C;
   a.batch = B;
@@ -94,111 +64,110 @@ void transformer_forward(TransformerActs<T>& a, const T* p, const TransformerLay
   a.resid.resize(L + 1);
   a.att.resize(L);
   embedding_forward(sized(a.resid[0], n).data(), b.tokens, p + l.wte, p + l.wpe, B, S, C);
-  nx.round(TfPoint::kActivation, -1, a.resid[0]);
+  nx.round(RoundPoint::kActivation, -1, a.resid[0]);
   std::vector<T> tmp(n);
   for (size_t li = 0; li < L; ++li) {
     const BlockSlots& s = l.blocks[li];
     const int id = int(li);
     layernorm(a.ln1[li], a.ln1_mean[li], a.ln1_rstd[li], a.resid[li], p + s.ln1_w, p + s.ln1_b, rows, C, id, nx);
     linear_forward(sized(a.qkv[li], size_t(rows) * 3 * C).data(), a.ln1[li].data(), p + s.qkv_w, p + s.qkv_b, rows, C,
-                   3 * C, TfSite::kQkv, id, nx);
-    nx.round(TfPoint::kActivation, id, a.qkv[li]);
+                   3 * C, tf_linear(TfSite::kQkv, id), nx);
+    nx.round(RoundPoint::kActivation, id, a.qkv[li]);
     attention_forward(sized(a.atty[li], n).data(), a.att[li], a.qkv[li].data(), b.valid, B, S, C, l.heads, id, nx);
-    nx.round(TfPoint::kActivation, id, a.atty[li]);
-    linear_forward(tmp.data(), a.atty[li].data(), p + s.proj_w, p + s.proj_b, rows, C, C, TfSite::kProj, id, nx);
-    nx.round(TfPoint::kActivation, id, tmp);
+    nx.round(RoundPoint::kActivation, id, a.atty[li]);
+    linear_forward(tmp.data(), a.atty[li].data(), p + s.proj_w, p + s.proj_b, rows, C, C, tf_linear(TfSite::kProj, id), nx);
+    nx.round(RoundPoint::kActivation, id, tmp);
     residual_forward(sized(a.resid2[li], n).data(), a.resid[li].data(), tmp.data(), n);
-    nx.round(TfPoint::kActivation, id, a.resid2[li]);
+    nx.round(RoundPoint::kActivation, id, a.resid2[li]);
     layernorm(a.ln2[li], a.ln2_mean[li], a.ln2_rstd[li], a.resid2[li], p + s.ln2_w, p + s.ln2_b, rows, C, id, nx);
     if (l.outlier_scale != 1.0)
       for (int bi = 0; bi < B; ++bi)
         for (int i = 0; i < C; ++i) a.ln2[li][size_t(bi) * S * C + i] *= static_cast<T>(l.outlier_scale);
     linear_forward(sized(a.fc[li], size_t(rows) * H).data(), a.ln2[li].data(), p + s.fc_w, p + s.fc_b, rows, C, H,
-                   TfSite::kFc, id, nx);
-    nx.round(TfPoint::kActivation, id, a.fc[li]);
+                   tf_linear(TfSite::kFc, id), nx);
+    nx.round(RoundPoint::kActivation, id, a.fc[li]);
     gelu_forward(sized(a.gelu[li], size_t(rows) * H).data(), a.fc[li].data(), size_t(rows) * H);
-    nx.round(TfPoint::kActivation, id, a.gelu[li]);
-    linear_forward(tmp.data(), a.gelu[li].data(), p + s.fcproj_w, p + s.fcproj_b, rows, H, C, TfSite::kFcProj, id, nx);
-    nx.round(TfPoint::kActivation, id, tmp);
+    nx.round(RoundPoint::kActivation, id, a.gelu[li]);
+    linear_forward(tmp.data(), a.gelu[li].data(), p + s.fcproj_w, p + s.fcproj_b, rows, H, C, tf_linear(TfSite::kFcProj, id), nx);
+    nx.round(RoundPoint::kActivation, id, tmp);
     residual_forward(sized(a.resid[li + 1], n).data(), a.resid2[li].data(), tmp.data(), n);
-    nx.round(TfPoint::kActivation, id, a.resid[li + 1]);
+    nx.round(RoundPoint::kActivation, id, a.resid[li + 1]);
   }
   layernorm(a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[L], p + l.lnf_w, p + l.lnf_b, rows, C, int(L), nx);
   linear_forward(sized(a.logits, size_t(rows) * V).data(), a.lnf.data(), p + l.head, static_cast<const T*>(nullptr),
-                 rows, C, V, TfSite::kLogits, int(L), nx);
-  nx.round(TfPoint::kActivation, int(L), a.logits);
+                 rows, C, V, tf_linear(TfSite::kLogits, int(L)), nx);
+  nx.round(RoundPoint::kActivation, int(L), a.logits);
   softmax_xent_forward(sized(a.losses, rows).data(), sized(a.probs, size_t(rows) * V).data(), a.logits.data(),
                        b.targets, rows, V);
 }
 
 template <class T>
 void transformer_backward(T* g, TransformerActs<T>& a, const T* p, const TransformerLayout& l, const TokenBatch& b,
-                          T dloss, TfNumerics<T>& nx) {
+                          T dloss, Numerics<T>& nx) {
   const int B = b.batch, S = b.seq, C = l.width, H = l.hidden, V = l.vocab, rows = B * S;
   const size_t L = l.blocks.size(), n = size_t(rows) * C;
   std::vector<T> dlogits(size_t(rows) * V, T(0)), dx(n, T(0)), dres(n), dtmp, dh;
   for (int r = 0; r < rows; ++r)
     if (b.loss_mask[r])
       softmax_xent_backward(dlogits.data() + size_t(r) * V, a.probs.data() + size_t(r) * V, b.targets + r, dloss, 1, V);
-  nx.round(TfPoint::kActGrad, int(L), dlogits);
+  nx.round_grad(RoundAt{RoundPoint::kActGrad, int(L)}, dlogits);
   std::vector<T> dlnf(n, T(0));
-  std::vector<T> no_bias(V, T(0));  // the output projection has no bias
-  linear_backward(dlnf.data(), g + l.head, no_bias.data(), dlogits.data(), a.lnf.data(), p + l.head, rows, C, V,
-                  TfSite::kLogits, int(L), nx);
-  nx.round(TfPoint::kActGrad, int(L), dlnf);
+  linear_backward(dlnf.data(), g + l.head, static_cast<T*>(nullptr), dlogits.data(), a.lnf.data(), p + l.head, rows, C, V,
+                  tf_linear(TfSite::kLogits, int(L)), nx);
+  nx.round_grad(RoundAt{RoundPoint::kActGrad, int(L)}, dlnf);
   layernorm_backward(dx.data(), g + l.lnf_w, g + l.lnf_b, dlnf.data(), a.resid[L].data(), p + l.lnf_w,
                      a.lnf_mean.data(), a.lnf_rstd.data(), rows, C);
-  nx.round(TfPoint::kActGrad, int(L), dx);
+  nx.round_grad(RoundAt{RoundPoint::kActGrad, int(L)}, dx);
   for (size_t li = L; li-- > 0;) {
     const BlockSlots& s = l.blocks[li];
     const int id = int(li);
     // dx is the gradient of resid[li+1] = resid2 + fcproj(gelu(fc(ln2(resid2)))).
     dh.assign(size_t(rows) * H, T(0));
     linear_backward(dh.data(), g + s.fcproj_w, g + s.fcproj_b, dx.data(), a.gelu[li].data(), p + s.fcproj_w, rows, H,
-                    C, TfSite::kFcProj, id, nx);
-    nx.round(TfPoint::kActGrad, id, dh);
+                    C, tf_linear(TfSite::kFcProj, id), nx);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);
     dtmp.assign(size_t(rows) * H, T(0));
     gelu_backward(dtmp.data(), a.fc[li].data(), dh.data(), size_t(rows) * H);
-    nx.round(TfPoint::kActGrad, id, dtmp);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dtmp);
     dh.assign(n, T(0));
     linear_backward(dh.data(), g + s.fc_w, g + s.fc_b, dtmp.data(), a.ln2[li].data(), p + s.fc_w, rows, C, H,
-                    TfSite::kFc, id, nx);
+                    tf_linear(TfSite::kFc, id), nx);
     if (l.outlier_scale != 1.0)
       for (int bi = 0; bi < B; ++bi)
         for (int i = 0; i < C; ++i) dh[size_t(bi) * S * C + i] *= static_cast<T>(l.outlier_scale);
-    nx.round(TfPoint::kActGrad, id, dh);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);
     dres = dx;  // the residual path
     layernorm_backward(dres.data(), g + s.ln2_w, g + s.ln2_b, dh.data(), a.resid2[li].data(), p + s.ln2_w,
                        a.ln2_mean[li].data(), a.ln2_rstd[li].data(), rows, C);
-    nx.round(TfPoint::kActGrad, id, dres);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dres);
     // dres is the gradient of resid2 = resid[li] + proj(attention(qkv(ln1(resid[li])))).
     dh.assign(n, T(0));
     linear_backward(dh.data(), g + s.proj_w, g + s.proj_b, dres.data(), a.atty[li].data(), p + s.proj_w, rows, C, C,
-                    TfSite::kProj, id, nx);
-    nx.round(TfPoint::kActGrad, id, dh);
+                    tf_linear(TfSite::kProj, id), nx);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);
     dtmp.assign(size_t(rows) * 3 * C, T(0));
     attention_backward(dtmp.data(), dh.data(), a.att[li], B, S, C, l.heads, id, nx);
-    nx.round(TfPoint::kActGrad, id, dtmp);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dtmp);
     dh.assign(n, T(0));
     linear_backward(dh.data(), g + s.qkv_w, g + s.qkv_b, dtmp.data(), a.ln1[li].data(), p + s.qkv_w, rows, C, 3 * C,
-                    TfSite::kQkv, id, nx);
-    nx.round(TfPoint::kActGrad, id, dh);
+                    tf_linear(TfSite::kQkv, id), nx);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);
     dx = dres;
     layernorm_backward(dx.data(), g + s.ln1_w, g + s.ln1_b, dh.data(), a.resid[li].data(), p + s.ln1_w,
                        a.ln1_mean[li].data(), a.ln1_rstd[li].data(), rows, C);
-    nx.round(TfPoint::kActGrad, id, dx);
+    nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dx);
   }
   embedding_backward(g + l.wte, g + l.wpe, dx.data(), b.tokens, B, S, C);
-  nx.round(TfPoint::kWeightGrad, -1, std::span<T>(g, l.param_count));
+  nx.round(RoundPoint::kWeightGrad, -1, std::span<T>(g, l.param_count));
 }
 
 template void transformer_forward<float>(TransformerActs<float>&, const float*, const TransformerLayout&,
-                                         const TokenBatch&, TfNumerics<float>&);
+                                         const TokenBatch&, Numerics<float>&);
 template void transformer_forward<double>(TransformerActs<double>&, const double*, const TransformerLayout&,
-                                          const TokenBatch&, TfNumerics<double>&);
+                                          const TokenBatch&, Numerics<double>&);
 template void transformer_backward<float>(float*, TransformerActs<float>&, const float*, const TransformerLayout&,
-                                          const TokenBatch&, float, TfNumerics<float>&);
+                                          const TokenBatch&, float, Numerics<float>&);
 template void transformer_backward<double>(double*, TransformerActs<double>&, const double*, const TransformerLayout&,
-                                           const TokenBatch&, double, TfNumerics<double>&);
+                                           const TokenBatch&, double, Numerics<double>&);
 
 }  // namespace precsim

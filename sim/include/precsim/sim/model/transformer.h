@@ -2,9 +2,9 @@
 // blocks of causal multi-head self-attention and a GELU MLP with residual connections, a final
 // LayerNorm and a tied or separate output projection. All parameters live in one flat buffer carved
 // into named views. Layers are free functions, outputs first, then inputs, then sizes; backward
-// functions accumulate (+=) into parameter gradients. Every matrix product goes through a
-// TfNumerics, which the FP64 reference backs with gemm_f64 and a recipe with the emulated GEMM and
-// its operand formats; the numerics also name every rounding point.
+// functions accumulate (+=) into parameter gradients (the linear layers' weights: overwritten, each is written once). Every matrix product goes through a
+// Numerics (model/numerics.h), which the FP64 reference backs with gemm_f64 and a recipe with the
+// emulated GEMM and its operand formats; the numerics also name every rounding point.
 #pragma once
 
 #include <cstddef>
@@ -65,42 +65,16 @@ nlohmann::json transformer_config_to_json(const TransformerConfig& c);
 // Strict: unknown keys ("type" is allowed and must be "transformer") throw std::invalid_argument.
 TransformerConfig transformer_config_from_json(const nlohmann::json& j);
 
-// Products below this many multiply-adds run on one thread: at these sizes forking (and OpenMP's
-// spinning on a loaded machine) costs more than it saves; results never depend on it.
-constexpr int64_t kSerialGemmMacs = int64_t{1} << 22;
-
-// The matrix products of the model: the four linear layers of a block, the logits, and the two
-// products of attention.
+// The matrix products of the model (GemmCall::site): the four linear layers of a block, the logits,
+// and the two products of attention.
 enum class TfSite : uint8_t { kQkv, kProj, kFc, kFcProj, kLogits, kScores, kAttnV, kCount };
-// The rounding points of the model besides the GEMM operands.
-enum class TfPoint : uint8_t {
-  kActivation,  // an op output stored for later (linear outputs, GELU, residual sums)
-  kNormOut,     // a LayerNorm output (kept in FP32 under autocast)
-  kScores,      // the attention product Q K^T and the probabilities, in the scores format
-  kActGrad,     // a gradient flowing between ops
-  kWeightGrad,  // a parameter gradient
-};
 
-// The arithmetic a model instance runs with.
+// One stacked C = A B^T call of the model's products (GemmCall's default layout).
 template <class T>
-class TfNumerics {
- public:
-  virtual ~TfNumerics() = default;
-  // C = A B^T for `batch` stacked products: A is (batch,m,k), B is (batch,n,k), C is (batch,m,n),
-  // all row-major, so both operands run along K in memory. C is overwritten.
-  virtual void gemm(TfSite site, GemmPass pass, int layer, T* c, const T* a, const T* b, int m, int n, int k,
-                    int batch) = 0;
-  // Rounds a tensor at a rounding point in place (the reference rounds nothing).
-  virtual void round(TfPoint point, int layer, std::span<T> v) = 0;
-  // Rounding of the intermediate values of softmax and LayerNorm: identity in FP32 opmath, the
-  // activations' format when a recipe computes them in the low format.
-  virtual T opmath(T x) { return x; }
-  virtual bool low_opmath() const { return false; }
-  // Statistics hooks: the attention scores of a layer after masking (before rounding), and the
-  // input of a linear layer's forward product.
-  virtual void observe_scores(int layer, std::span<const T> s) { (void)layer, (void)s; }
-  virtual void observe_linear_input(TfSite site, int layer, std::span<const T> x) { (void)site, (void)layer, (void)x; }
-};
+void tf_gemm(Numerics<T>& nx, TfSite site, GemmPass pass, int layer, T* c, const T* a, const T* b, int m, int n, int k,
+             int batch) {
+  nx.gemm(GemmCall{pass, int(site), layer, 0, m, n, k, batch, false, true}, c, a, b);
+}
 
 // Bytes the forward pass of `rows` sequences of `context` tokens stores for the backward pass
 // (TransformerActs, no recomputation), each value at the width of its storage: act_bytes for the
@@ -125,7 +99,7 @@ void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, 
 // sequence share it (heads blocks per sequence). Every intermediate goes through nx.opmath.
 template <class T>
 void masked_softmax_forward(T* p, const T* s, const uint8_t* key_valid, T scale, int batch, int heads, int seq,
-                            TfNumerics<T>& nx);
+                            Numerics<T>& nx);
 // ds = scale * p * (dp - sum_j p dp) (overwrites ds).
 template <class T>
 void masked_softmax_backward(T* ds, const T* p, const T* dp, T scale, int batch, int heads, int seq);
@@ -142,11 +116,11 @@ struct AttentionSaved {
 // out (B,T,C) = the heads' softmax(Q K^T / sqrt(hs)) V, merged; qkv is (B,T,3C) as [q | k | v].
 template <class T>
 void attention_forward(T* out, AttentionSaved<T>& sv, const T* qkv, const uint8_t* key_valid, int batch, int seq,
-                       int c, int heads, int layer, TfNumerics<T>& nx);
+                       int c, int heads, int layer, Numerics<T>& nx);
 // dqkv (B,T,3C) += the gradient through attention of dout (B,T,C).
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const AttentionSaved<T>& sv, int batch, int seq, int c, int heads,
-                        int layer, TfNumerics<T>& nx);
+                        int layer, Numerics<T>& nx);
 
 // ---- the model ----
 
@@ -164,24 +138,18 @@ struct TransformerActs {
 
 template <class T>
 void transformer_forward(TransformerActs<T>& acts, const T* params, const TransformerLayout& l, const TokenBatch& b,
-                         TfNumerics<T>& nx);
+                         Numerics<T>& nx);
 // grads (param_count) += d(sum_t mask_t loss_t * dloss) / d params; the loss gradient dlogits is
 // rounded at kActGrad. Uses (and overwrites) scratch inside acts.
 template <class T>
 void transformer_backward(T* grads, TransformerActs<T>& acts, const T* params, const TransformerLayout& l,
-                          const TokenBatch& b, T dloss, TfNumerics<T>& nx);
-
-// The arguments of one C = A B^T product of m x n outputs over k (TfNumerics::gemm's layout).
-GemmArgs stacked_gemm_args(int m, int n, int k);
-// gemm_f64 over `batch` stacked C = A B^T products (TfNumerics::gemm's layout).
-void stacked_gemm_f64(double* c, const double* a, const double* b, int m, int n, int k, int batch);
+                          const TokenBatch& b, T dloss, Numerics<T>& nx);
 
 // The FP64 reference: gemm_f64 (sequential sums in increasing k), no rounding points.
-class ReferenceNumerics final : public TfNumerics<double> {
+class ReferenceNumerics final : public Numerics<double> {
  public:
-  void gemm(TfSite site, GemmPass pass, int layer, double* c, const double* a, const double* b, int m, int n, int k,
-            int batch) override;
-  void round(TfPoint, int, std::span<double>) override {}
+  void gemm(const GemmCall& call, double* c, const double* a, const double* b) override;
+  void round(const RoundAt&, std::span<double>) override {}
 };
 
 }  // namespace precsim

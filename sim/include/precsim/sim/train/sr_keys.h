@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "precsim/sim/model/mlp_pass.h"
 #include "precsim/sim/model/numerics.h"
 
 namespace precsim::sr_keys {
@@ -48,18 +49,10 @@ constexpr uint32_t grad_accum(uint32_t part) { return kGradAccum + part; }
 
 // ---- the MLP's per-layer ids: layer * kLayerStride + slot ----
 constexpr uint32_t kLayerStride = 8;
-// Forward rounding points of a layer (role activations).
-enum class MlpForward : uint32_t { kLinearOut = 0, kNormOut = 1, kActivation = 2, kResidual = 3 };
-// Backward rounding points of a layer, offset by kBackward.
-enum class MlpBackward : uint32_t {
-  kWeightGrad = 0,      // weight_grads
-  kBiasGrad = 1,        // weight_grads
-  kInputGrad = 2,       // activation_grads: d(input of this layer)
-  kActivationGrad = 3,  // activation_grads: d(pre-activation of the layer below)
-  kNormInputGrad = 4,   // activation_grads: through the layer below's norm
-  kNormWeightGrad = 5,  // weight_grads
-  kNormBiasGrad = 6,    // weight_grads
-};
+// The rounding points of a layer (model/mlp_pass.h): forward ones (role activations) at
+// layer * kLayerStride + slot, backward ones offset by kBackward; MlpBackward::kLossGrad is kLossGrad.
+using precsim::MlpBackward;
+using precsim::MlpForward;
 constexpr uint32_t mlp_forward(int layer, MlpForward p) { return uint32_t(layer) * kLayerStride + uint32_t(p); }
 constexpr uint32_t mlp_backward(int layer, MlpBackward p) {
   return kBackward + uint32_t(layer) * kLayerStride + uint32_t(p);

@@ -14,20 +14,11 @@
 #include "precsim/sim/train/optimizer.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/train/step_numerics.h"
 #include "precsim/sim/train/step_types.h"
 #include "precsim/sim/model/transformer.h"
 
 namespace precsim {
-
-// What one block of the model saw in one forward pass.
-struct TransformerLayerStats {
-  double score_amax = 0;        // max |Q K^T| over unmasked logits, before the 1/sqrt(hs) scale
-  uint64_t score_count = 0;     // unmasked logits
-  uint64_t score_overflow = 0;  // ... whose magnitude exceeds the scores format's largest finite value
-  // Inputs of the qkv, attention-projection, fc and fc-projection products: max |x| and RMS, and
-  // the FP8 delayed-scaling encode scale applied to that operand this step (0 when none).
-  std::array<double, 4> input_amax{}, input_rms{}, fp8_scale{};
-};
 
 template <class T>
 class TransformerTrainer {

@@ -1,0 +1,87 @@
+// The one implementation of model/numerics.h behind every trainer: a recipe's arithmetic in FP32
+// opmath (T = float: RecipeGemm products, roundings into the recipe's formats with their roles'
+// statistics), or the exact FP64 reference (T = double, no recipe: gemm_f64, nothing rounded). The
+// model's key scheme (sr_keys.h) says how a rounding's stochastic-rounding tensor id is made: the
+// MLP's from layer and slot, the transformer's by counting roundings within a step key.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "precsim/sim/model/numerics.h"
+#include "precsim/sim/parallel/split.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/step_types.h"
+
+namespace precsim {
+
+// What one transformer block saw in one forward pass.
+struct TransformerLayerStats {
+  double score_amax = 0;        // max |Q K^T| over unmasked logits, before the 1/sqrt(hs) scale
+  uint64_t score_count = 0;     // unmasked logits
+  uint64_t score_overflow = 0;  // ... whose magnitude exceeds the scores format's largest finite value
+  // Inputs of the qkv, attention-projection, fc and fc-projection products: max |x| and RMS, and
+  // the FP8 delayed-scaling encode scale applied to that operand this step (0 when none).
+  std::array<double, 4> input_amax{}, input_rms{}, fp8_scale{};
+};
+
+// How a model's roundings and products take their stochastic-rounding ids and delayed-scaling slots.
+enum class KeyScheme : uint8_t {
+  kMlp,          // ids from (layer, RoundAt::slot) and (layer, pass, operand): sr_keys::mlp_*
+  kTransformer,  // a running count per step key; slots by (layer, TfSite, pass, operand)
+};
+
+template <class T>
+class StepNumerics final : public Numerics<T> {
+ public:
+  // Throws std::invalid_argument naming a bad accumulation model or operand scheme of the recipe.
+  // `layers`: the transformer's blocks (their statistics); 0 for the MLP.
+  StepNumerics(const Recipe* r, uint64_t seed, KeyScheme scheme, int layers);
+
+  RunState<T>* state = nullptr;          // delayed-scaling histories live in the state being stepped
+  const ParallelSpec* parallel = nullptr;  // SyncBatchNorm's all-reduce algorithm
+  GemmExecutor* executor = nullptr;      // null: the emulated gemm()
+  std::vector<T> act_grads;              // observe_activation_grads since the last clear
+  std::vector<TransformerLayerStats> layer;  // this step's, per block
+
+  // A step (or an evaluation chunk) begins: statistics restart, one row group keyed `step`.
+  void begin(uint64_t step, StepStats* st);
+  // Statistics from now on go to st (null: none), without restarting the step's.
+  void set_stats(StepStats* st) { stats_ = st; }
+  // The next forward and backward of a step: row group g takes step key keys[g]; statistics go on.
+  void part(std::span<const uint64_t> keys);
+  void part(uint64_t step) { part(std::span<const uint64_t>(&step, 1)); }
+
+  void gemm(const GemmCall& call, T* c, const T* a, const T* b) override;
+  void round(const RoundAt& at, std::span<T> v) override;
+  T opmath(T x) override;
+  bool low_opmath() const override { return r_ && r_->attention.low_opmath; }
+  int row_groups() const override { return int(keys_.size()); }
+  void reduce_across_groups(std::vector<T>& total, const std::vector<std::vector<T>>& groups) override;
+  void observe_scores(int layer, std::span<const T> s) override;
+  void observe_linear_input(int site, int layer, std::span<const T> x) override;
+  void observe_activation_grads(std::span<const T> g) override { act_grads.insert(act_grads.end(), g.begin(), g.end()); }
+
+ private:
+  void recipe_gemm(const GemmCall& call, float* c, const float* a, const float* b);
+  uint32_t round_id(const RoundAt& at);
+
+  const Recipe* r_;
+  uint64_t seed_;
+  KeyScheme scheme_;
+  int layers_;
+  StepStats* stats_ = nullptr;  // null: no statistics (evaluation)
+  std::vector<uint64_t> keys_{0};
+  uint32_t tensor_ = 0;  // KeyScheme::kTransformer: roundings so far within the step key
+  // (attention products in high precision ? kGemmPasses : 0) + pass.
+  std::array<RecipeGemm, 2 * kGemmPasses> gemms_;
+  std::vector<std::array<double, 4>> sumsq_, count_;  // per block and linear input, this step
+};
+
+extern template class StepNumerics<float>;
+extern template class StepNumerics<double>;
+
+}  // namespace precsim

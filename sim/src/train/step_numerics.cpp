@@ -1,0 +1,158 @@
+#include "precsim/sim/train/step_numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+#include "precsim/formats/quantize.h"
+#include "precsim/sim/model/mlp_pass.h"
+#include "precsim/sim/model/transformer.h"
+#include "precsim/sim/train/split_step.h"
+#include "precsim/sim/train/sr_keys.h"
+#include "precsim/sim/train/weight_update.h"
+
+namespace precsim {
+namespace {
+
+constexpr int kSites = static_cast<int>(TfSite::kCount);
+
+bool is_attention(int site) { return site == int(TfSite::kScores) || site == int(TfSite::kAttnV); }
+
+}  // namespace
+
+template <class T>
+StepNumerics<T>::StepNumerics(const Recipe* r, uint64_t seed, KeyScheme scheme, int layers)
+    : r_(r), seed_(seed), scheme_(scheme), layers_(layers) {
+  if (!r) return;
+  const GemmSpec* specs[kGemmPasses] = {&r->forward, &r->dgrad, &r->wgrad};
+  const OperandSpec high{r->activations, Scaling::kNone, 0};
+  for (int p = 0; p < kGemmPasses; ++p) {
+    const GemmPass pass = static_cast<GemmPass>(p);
+    gemms_[p] = RecipeGemm(pass, *specs[p], r->amax_history_len, r->margin);
+    if (scheme == KeyScheme::kTransformer)
+      gemms_[kGemmPasses + p] = RecipeGemm(pass, GemmSpec{high, high, specs[p]->accum}, r->amax_history_len, r->margin);
+  }
+}
+
+template <class T>
+void StepNumerics<T>::begin(uint64_t step, StepStats* st) {
+  stats_ = st;
+  act_grads.clear();
+  layer.assign(size_t(layers_), {});
+  sumsq_.assign(size_t(layers_), {});
+  count_.assign(size_t(layers_), {});
+  part(step);
+}
+
+template <class T>
+void StepNumerics<T>::part(std::span<const uint64_t> keys) {
+  keys_.assign(keys.begin(), keys.end());
+  tensor_ = 0;
+}
+
+template <class T>
+void StepNumerics<T>::gemm(const GemmCall& call, T* c, const T* a, const T* b) {
+  if constexpr (std::is_same_v<T, double>) gemm_call_f64(call, c, a, b);
+  else recipe_gemm(call, c, a, b);
+}
+
+template <class T>
+void StepNumerics<T>::recipe_gemm(const GemmCall& call, float* c, const float* a, const float* b) {
+  const int p = static_cast<int>(call.pass);
+  const uint64_t step = keys_[size_t(call.group)];
+  const uint32_t role = uint32_t(gemm_operand_role(call.pass));
+  const bool mlp = scheme_ == KeyScheme::kMlp;
+  const size_t slot = mlp ? sr_keys::mlp_delayed_slot(call.layer, call.pass, 0)
+                          : sr_keys::transformer_delayed_slot(call.layer, call.site, kSites, call.pass, 0);
+  if (state->delayed.size() < slot + 2) state->delayed.resize(slot + 2);
+  OperandKeys keys;
+  if (mlp) {
+    keys.a = SrKey{seed_, step, sr_keys::mlp_gemm(call.layer, call.pass, 0), role};
+    keys.b = SrKey{seed_, step, sr_keys::mlp_gemm(call.layer, call.pass, 1), role};
+  } else {
+    keys.a = SrKey{seed_, step, tensor_++, role};
+    keys.b = SrKey{seed_, step, tensor_++, role};
+  }
+  keys.delayed_a = &state->delayed[slot];
+  keys.delayed_b = &state->delayed[slot + 1];
+  const bool high = !mlp && is_attention(call.site) && !r_->attention.products_in_recipe;
+  gemms_[(high ? kGemmPasses : 0) + p].run(gemm_call_args(call), call.batch, a, b, c, keys, stats_, executor);
+  const TfSite site = static_cast<TfSite>(call.site);
+  if (!mlp && stats_ && call.pass == GemmPass::kForward && call.layer >= 0 && call.layer < layers_ &&
+      site <= TfSite::kFcProj && state->delayed[slot])
+    layer[size_t(call.layer)].fp8_scale[size_t(site)] = state->delayed[slot]->scale();
+}
+
+template <class T>
+uint32_t StepNumerics<T>::round_id(const RoundAt& at) {
+  if (scheme_ == KeyScheme::kTransformer) return tensor_++;
+  if (at.point == RoundPoint::kActivation || at.point == RoundPoint::kNormOut || at.point == RoundPoint::kScores)
+    return sr_keys::mlp_forward(at.layer, static_cast<MlpForward>(at.slot));
+  if (at.slot == uint32_t(MlpBackward::kLossGrad)) return sr_keys::kLossGrad;
+  return sr_keys::mlp_backward(at.layer, static_cast<MlpBackward>(at.slot));
+}
+
+template <class T>
+void StepNumerics<T>::round(const RoundAt& at, std::span<T> v) {
+  if (!r_) return;
+  if (at.point == RoundPoint::kNormOut && r_->autocast) return;  // layer_norm is on autocast's FP32 list
+  const uint64_t step = keys_[size_t(at.group)];
+  const uint32_t id = round_id(at);
+  switch (at.point) {
+    case RoundPoint::kActivation:
+    case RoundPoint::kNormOut: return round_role(v, r_->activations, Role::kActivations, seed_, step, id, stats_);
+    case RoundPoint::kScores: return round_role(v, r_->attention.scores, Role::kActivations, seed_, step, id, stats_);
+    case RoundPoint::kActGrad:
+      return round_role(v, r_->activation_grads, Role::kActivationGrads, seed_, step, id, stats_);
+    case RoundPoint::kWeightGrad: return round_role(v, r_->weight_grads, Role::kWeightGrads, seed_, step, id, stats_);
+  }
+}
+
+template <class T>
+T StepNumerics<T>::opmath(T x) {
+  if (!low_opmath()) return x;
+  float f = static_cast<float>(x);
+  quantize(r_->activations.format, std::span<const float>(&f, 1), std::span<float>(&f, 1));
+  return f;
+}
+
+template <class T>
+void StepNumerics<T>::reduce_across_groups(std::vector<T>& total, const std::vector<std::vector<T>>& groups) {
+  sync_batchnorm_allreduce(total, groups, *parallel);
+}
+
+template <class T>
+void StepNumerics<T>::observe_scores(int li, std::span<const T> s) {
+  if (!stats_) return;
+  TransformerLayerStats& L = layer[size_t(li)];
+  const double fmax = r_ ? r_->attention.scores.format.max_finite() : INFINITY;
+  for (T x : s) {
+    if (x == T(0)) continue;  // masked (an exact zero logit counts the same way: it cannot overflow)
+    const double m = std::fabs(double(x));
+    ++L.score_count;
+    L.score_overflow += !(m <= fmax);
+    L.score_amax = std::max(L.score_amax, std::isnan(m) ? INFINITY : m);
+  }
+}
+
+template <class T>
+void StepNumerics<T>::observe_linear_input(int site, int li, std::span<const T> x) {
+  if (!stats_ || scheme_ != KeyScheme::kTransformer || site > int(TfSite::kFcProj)) return;
+  double amax = 0, sq = 0;
+  for (T e : x) {
+    amax = std::max(amax, std::fabs(double(e)));
+    sq += double(e) * double(e);
+  }
+  // Over every micro-batch of the step: the largest |x|, and the RMS of all their elements.
+  const size_t l = size_t(li), i = size_t(site);
+  sumsq_[l][i] += sq;
+  count_[l][i] += double(x.size());
+  layer[l].input_amax[i] = std::max(layer[l].input_amax[i], amax);
+  layer[l].input_rms[i] = std::sqrt(sumsq_[l][i] / count_[l][i]);
+}
+
+template class StepNumerics<float>;
+template class StepNumerics<double>;
+
+}  // namespace precsim
