@@ -28,14 +28,34 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# ml_dtypes is the second independent implementation the format tests compare against.
+# The venv: ml_dtypes (the second independent implementation the format tests compare against),
+# the Python package's build tools and torch (PyPI's wheel, ~3 GB with its CUDA libraries, which
+# runs on the CPU too; Debian's python3-torch is 1.13, without the float8 dtypes and the DDP comm
+# hooks the tests use), pytest, and the package itself (pip install ., which compiles the engine).
+# ml_dtypes is best effort as before; a missing torch makes the torch tests fail under CI.
 venv="$here/build/venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import ml_dtypes" 2>/dev/null; then
+pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==8.4.2" "torch==2.15.0")
+if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$here/build"
-  if /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 &&
-     timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "ml_dtypes>=0.5" >/dev/null 2>&1; then
-    :
-  else
-    echo "setup: ml_dtypes could not be installed from PyPI; its differential test will be skipped" >&2
+  /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || true
+fi
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import ml_dtypes, nanobind, scikit_build_core, pytest, torch" 2>/dev/null; then
+  echo "setup: installing ${pins[*]} into build/venv (torch is ~3 GB: minutes)" >&2
+  timeout 1800 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" >/dev/null 2>&1 ||
+    echo "setup: some of ${pins[*]} could not be installed from PyPI; tests that need them say so" >&2
+fi
+if ! "$venv/bin/python" -c "import ml_dtypes" 2>/dev/null; then
+  echo "setup: ml_dtypes could not be installed from PyPI; its differential test will be skipped" >&2
+fi
+# The package, built from this checkout once; `build/venv/bin/pip install --no-build-isolation .`
+# refreshes it after a change (the tests import the build tree's copy, build/python).
+if "$venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null && ! (cd / && "$venv/bin/python" -c "import precsim" 2>/dev/null); then
+  echo "setup: building the Python package precsim into build/venv (pip install .)" >&2
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
+  (cd "$here" && CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$venv/bin/pip" install -q --disable-pip-version-check \
+     --no-build-isolation "${launcher[@]}" . >"$here/build/pip-install.log" 2>&1) ||
+    { echo "setup: pip install . failed; see build/pip-install.log" >&2; exit 1; }
 fi
