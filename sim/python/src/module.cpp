@@ -30,6 +30,8 @@ size_t element_count(const AnyArray& a) {
 
 NB_MODULE(_precsim, m) {
   using namespace precsim::py;
+  // Layers held by torch modules and autograd graphs may still be alive at interpreter exit.
+  nb::set_leak_warnings(false);
   m.doc() = "precsim's C++ engine (formats, block scaling, GEMM and all-reduce emulation, training, reports)";
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw std::invalid_argument("threads " + std::to_string(n) + " is out of range; allowed: 1 or more");
@@ -42,4 +44,5 @@ NB_MODULE(_precsim, m) {
   bind_gemm(m);
   bind_allreduce(m);
   bind_reports(m);
+  bind_linear(m);
 }

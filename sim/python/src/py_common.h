@@ -39,5 +39,6 @@ void bind_block(nb::module_& m);
 void bind_gemm(nb::module_& m);
 void bind_allreduce(nb::module_& m);
 void bind_reports(nb::module_& m);
+void bind_linear(nb::module_& m);
 
 }  // namespace precsim::py
