@@ -55,7 +55,7 @@ def _train_torch(recipe, precsim_arithmetic):
         for p in model.parameters():
             p.grad = None
         loss.backward()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if opt is not None:
             opt.step()
             continue
