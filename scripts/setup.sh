@@ -34,7 +34,7 @@ fi
 # hooks the tests use), pytest, and the package itself (pip install ., which compiles the engine).
 # ml_dtypes is best effort as before; a missing torch makes the torch tests fail under CI.
 venv="$here/build/venv"
-pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==8.4.2" "torch==2.15.0")
+pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0")
 if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$here/build"
   /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || true
@@ -47,15 +47,21 @@ fi
 if ! "$venv/bin/python" -c "import ml_dtypes" 2>/dev/null; then
   echo "setup: ml_dtypes could not be installed from PyPI; its differential test will be skipped" >&2
 fi
-# The package, built from this checkout once; `build/venv/bin/pip install --no-build-isolation .`
-# refreshes it after a change (the tests import the build tree's copy, build/python).
-if "$venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null && ! (cd / && "$venv/bin/python" -c "import precsim" 2>/dev/null); then
-  echo "setup: building the Python package precsim into build/venv (pip install .)" >&2
+# The package: CMake builds it in build/ (target precsim_python, the same libraries and objects as
+# the CLI, so nothing is compiled twice) and a .pth file puts build/python on the venv's path. Only
+# when `import precsim` fails; later builds of build/ keep it current. `pip install .` installs a
+# copy into another environment instead (README, From Python).
+if "$venv/bin/python" -c "import nanobind" 2>/dev/null && ! (cd / && "$venv/bin/python" -c "import precsim" 2>/dev/null); then
+  echo "setup: building the Python package precsim (build/, target precsim_python)" >&2
   launcher=()
   if command -v ccache >/dev/null; then
-    launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
-  (cd "$here" && CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$venv/bin/pip" install -q --disable-pip-version-check \
-     --no-build-isolation "${launcher[@]}" . >"$here/build/pip-install.log" 2>&1) ||
-    { echo "setup: pip install . failed; see build/pip-install.log" >&2; exit 1; }
+  if [ ! -f "$here/build/build.ninja" ]; then
+    cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  fi
+  cmake --build "$here/build" -j "$(nproc)" --target precsim_python >"$here/build/python-build.log" 2>&1 ||
+    { echo "setup: building the Python package failed; see build/python-build.log" >&2; exit 1; }
+  site="$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+  echo "$here/build/python" >"$site/precsim-build.pth"
 fi

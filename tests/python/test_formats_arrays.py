@@ -141,3 +141,26 @@ def test_fp4_packing():
     assert np.array_equal(precsim.unpack_fp4(packed, 5), codes)
     with pytest.raises(ValueError, match="5 codes need 3 bytes"):
         precsim.unpack_fp4(packed[:2], 5)
+
+
+def test_bad_inputs_raise_never_crash():
+    """Wrong types, shapes and values into every entry point: a TypeError or ValueError each."""
+    x = np.ones((4, 8), np.float32)
+    calls = [
+        lambda: precsim.quantize(None, "bf16"), lambda: precsim.quantize(x, None), lambda: precsim.quantize(x, 3),
+        lambda: precsim.quantize(x, "bf16", key=(1, 2)), lambda: precsim.quantize(x, "bf16", seed=-1),
+        lambda: precsim.encode(x, "e4m3", sr_bits=0), lambda: precsim.decode(np.ones(3, np.float32), "e4m3"),
+        lambda: precsim.decode(np.ones(3, np.uint16), "e4m3"), lambda: precsim.decode(np.ones(3, np.uint8), "e4m3", dtype=int),
+        lambda: precsim.block_quantize(x, ""), lambda: precsim.block_quantize(x, "mxfp4:rule=up"),
+        lambda: precsim.block_encode(np.ones((2, 3), np.int8), "nvfp4:block=0"),
+        lambda: precsim.gemm(x, x.T, model="block:n=0"), lambda: precsim.gemm(x, x.T, out_dtype=np.int32),
+        lambda: precsim.gemm(x.reshape(-1), x), lambda: precsim.gemm(x, x.T, beta=1.0),
+        lambda: precsim.dot(x[0], x[1, :3]), lambda: precsim.allreduce([]), lambda: precsim.allreduce([x, x], format="e9m99"),
+        lambda: precsim.allreduce([x, x], average="mean"), lambda: precsim.allreduce([x * np.inf, x]),
+        lambda: precsim.train({"steps": -1, "recipes": ["fp32"]}), lambda: precsim.train({"recipes": "fp32"}),
+        lambda: precsim.report.validate(7), lambda: precsim.report.load("/nonexistent/report.json"),
+        lambda: precsim.set_num_threads(-3), lambda: precsim.pack_fp4(np.array(["x"])),
+    ]
+    for i, call in enumerate(calls):
+        with pytest.raises((TypeError, ValueError)):
+            call()
