@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev libssl-dev libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-jsonschema python3-matplotlib python3-nbclient
   python3-ipykernel python3-nbformat python3-venv python3-scipy
+  python3-dev
 )
 
 missing=()
@@ -29,10 +30,10 @@ if ((${#missing[@]})); then
 fi
 
 # The venv: ml_dtypes (the second independent implementation the format tests compare against),
-# the Python package's build tools and torch (PyPI's wheel, ~3 GB with its CUDA libraries, which
-# runs on the CPU too; Debian's python3-torch is 1.13, without the float8 dtypes and the DDP comm
-# hooks the tests use), pytest, and the package itself (pip install ., which compiles the engine).
-# ml_dtypes is best effort as before; a missing torch makes the torch tests fail under CI.
+# the Python package's build tools (nanobind, scikit-build-core), pytest and torch: PyPI's wheel,
+# ~3 GB with its CUDA libraries, which runs on the CPU too (Debian's python3-torch is 1.13, built
+# against Debian's NumPy 1.24, while ml_dtypes 0.7 brings NumPy 2 into the venv). ml_dtypes is best
+# effort as before; a missing torch makes the Python tests fail under CI.
 venv="$here/build/venv"
 pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0")
 if [ ! -x "$venv/bin/python" ]; then
