@@ -4,6 +4,7 @@
 # 2^24-element .npy beside `cat`, and prints a summary with ratios to memcpy from the same run.
 #   scripts/bench.sh                  everything
 #   scripts/bench.sh quantize         only benchmarks whose executable name contains "quantize"
+#   scripts/bench.sh python           only the Python section (scripts/bench_python.py)
 #   PRECSIM_BUILD_DIR=dir scripts/bench.sh    build and run in dir instead of build/
 #   PRECSIM_BENCH_REPS=N              repetitions per benchmark (default 5; the summary uses the
 #                                     fastest, the best estimate on a busy machine)
@@ -181,4 +182,11 @@ print(f"\none-step unit alone (precsim train): {ms(r['unit_alone_s'])}; per unit
       + (f", MPI one rank {ms(r['mpi_1step_per_unit_s'])} (overhead {ms(r['mpi_1step_per_unit_s'] - r['unit_alone_s'])}, "
          "mpirun's start included)" if mpi else ""))
 EOF2
+fi
+
+# Python: the package from this build tree (target precsim_python) in the project's venv.
+if [[ -z "$only" || "python" == *"$only"* ]] && [ -x build/venv/bin/python ] &&
+   cmake --build "$build" --target precsim_python -j "$(nproc)" >"$out/precsim_python.build.log" 2>&1; then
+  echo "bench: Python section" >&2
+  PYTHONPATH="$build/python" build/venv/bin/python scripts/bench_python.py "$out/python.json" "$out/quantize_bench.json"
 fi

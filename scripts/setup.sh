@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev libssl-dev libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-jsonschema python3-matplotlib python3-nbclient
   python3-ipykernel python3-nbformat python3-venv python3-scipy
+  python3-dev
 )
 
 missing=()
@@ -29,17 +30,40 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# ml_dtypes is the second independent implementation the format tests compare against.
+# The venv: ml_dtypes (the second independent implementation the format tests compare against),
+# the Python package's build tools (nanobind, scikit-build-core), pytest and torch: PyPI's wheel,
+# ~3 GB with its CUDA libraries, which runs on the CPU too (Debian's python3-torch is 1.13, built
+# against Debian's NumPy 1.24, while ml_dtypes 0.7 brings NumPy 2 into the venv). ml_dtypes is best
+# effort as before; a missing torch makes the Python tests fail under CI.
 venv="$here/build/venv"
-# Pinned to the version the tests were checked with (its rounding of e8m0 changed between releases).
-ml_dtypes_version=0.7.0
-if [ ! -x "$venv/bin/python" ] ||
-   ! "$venv/bin/python" -c "import ml_dtypes, sys; sys.exit(ml_dtypes.__version__ != '$ml_dtypes_version')" 2>/dev/null; then
+pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0")
+if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$here/build"
-  if /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 &&
-     timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "ml_dtypes==$ml_dtypes_version" >/dev/null 2>&1; then
-    :
-  else
-    echo "setup: ml_dtypes could not be installed from PyPI; its differential test will be skipped (and fail under scripts/test.sh)" >&2
+  /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || true
+fi
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import ml_dtypes, nanobind, scikit_build_core, pytest, torch" 2>/dev/null; then
+  echo "setup: installing ${pins[*]} into build/venv (torch is ~3 GB: minutes)" >&2
+  timeout 1800 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" >/dev/null 2>&1 ||
+    echo "setup: some of ${pins[*]} could not be installed from PyPI; tests that need them say so" >&2
+fi
+if ! "$venv/bin/python" -c "import ml_dtypes" 2>/dev/null; then
+  echo "setup: ml_dtypes could not be installed from PyPI; its differential test will be skipped" >&2
+fi
+# The package: CMake builds it in build/ (target precsim_python, the same libraries and objects as
+# the CLI, so nothing is compiled twice) and a .pth file puts build/python on the venv's path. Only
+# when `import precsim` fails; later builds of build/ keep it current. `pip install .` installs a
+# copy into another environment instead (README, From Python).
+if "$venv/bin/python" -c "import nanobind" 2>/dev/null && ! (cd / && "$venv/bin/python" -c "import precsim" 2>/dev/null); then
+  echo "setup: building the Python package precsim (build/, target precsim_python)" >&2
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
+  if [ ! -f "$here/build/build.ninja" ]; then
+    cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  fi
+  cmake --build "$here/build" -j "$(nproc)" --target precsim_python >"$here/build/python-build.log" 2>&1 ||
+    { echo "setup: building the Python package failed; see build/python-build.log" >&2; exit 1; }
+  site="$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+  echo "$here/build/python" >"$site/precsim-build.pth"
 fi

@@ -1,0 +1,64 @@
+"""Matrix and dot products as an accumulation model computes them (Tensor Core block FMA,
+sequential, pairwise, Kahan, exact, split-K, promotion)."""
+import json
+
+import numpy as np
+
+from . import _precsim as _c
+from ._arrays import float32_values
+
+
+def gemm(a, b, *, model="h100", a_format="fp32", b_format="fp32", out_format="fp32", input_policy="check",
+         out_rounding="nearest-even", trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, a_scales=None,
+         b_scales=None, block_k=0, a_block_mn=1, b_block_mn=1, a_tensor_scale=1.0, b_tensor_scale=1.0,
+         out_dtype=np.float32):
+    """C = alpha op(A) op(B) + beta C, each output's K products summed as `model` says (a preset
+    from accum_models() or a spec such as "block:n=32:F=13:promote=128").
+
+    a: (M, K) float32, or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b. Operand values
+    must be values of a_format / b_format (input_policy "check" raises naming the first that is
+    not; "round" rounds them to nearest-even; "trust" checks nothing). Block-scaled operands give
+    their decode scales: a_scales (ceil(M / a_block_mn), ceil(K / block_k)), b_scales
+    (ceil(N / b_block_mn), ceil(K / block_k)), float32, with NVFP4's tensor scales apart. Returns
+    C (M, N) as out_dtype (float32, or float64 for out_format fp64)."""
+    A, B = float32_values(a, "a"), float32_values(b, "b")
+    if A.ndim != 2 or B.ndim != 2:
+        raise ValueError(f"a and b must be 2-D; got shapes {A.shape} and {B.shape}")
+    m, k = (A.shape[1], A.shape[0]) if trans_a else A.shape
+    kb, n = (B.shape[1], B.shape[0]) if trans_b else B.shape
+    if k != kb:
+        raise ValueError(f"inner dimensions differ: op(a) is {m} x {k}, op(b) is {kb} x {n}")
+    dt = np.dtype(out_dtype)
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"out_dtype {dt} is not supported; allowed: float32, float64")
+    C = np.zeros((m, n), dt)
+    if beta != 0:
+        if c is None:
+            raise ValueError("beta != 0 needs c")
+        C[...] = np.asarray(c, dt).reshape(m, n)
+    sa = None if a_scales is None else float32_values(a_scales, "a_scales")
+    sb = None if b_scales is None else float32_values(b_scales, "b_scales")
+    fn = _c.gemm_f32 if dt == np.float32 else _c.gemm_f64
+    fn(A, B, C, m, n, k, model, a_format, b_format, out_format, input_policy, out_rounding, bool(trans_a),
+       bool(trans_b), float(alpha), float(beta), sa, sb, int(block_k), int(a_block_mn), int(b_block_mn),
+       float(a_tensor_scale), float(b_tensor_scale))
+    return C
+
+
+def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_format=None, status=False):
+    """c + sum a[i] b[i] as the model sums it, as a float (exact: every accumulator fits a double);
+    with status=True also the rounding status ("inexact|overflow", "exact")."""
+    A = float32_values(a, "a").reshape(-1)
+    B = float32_values(b, "b").reshape(-1)
+    value, st = _c.dot(A, B, float(c), model, a_format, b_format, out_format)
+    return (value, st) if status else value
+
+
+def accum_models():
+    """Every accumulation model preset, as the dicts `precsim gemm` writes into its reports."""
+    return json.loads(_c.accum_models())
+
+
+def accum_model(spec):
+    """A model spec resolved to all its parameters (a dict)."""
+    return json.loads(_c.accum_model(spec))

@@ -1,0 +1,16 @@
+"""precsim for PyTorch (CPU tensors): fake quantization with straight-through gradients, Linear and
+matmul computed as a precsim recipe says, emulate() for any model's nn.Linear modules, the MLP
+trainer's cross-entropy, and a DDP communication hook reducing as precsim's all-reduce. torch is
+imported only here; every number comes from precsim's C++ engine."""
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError("precsim.torch needs PyTorch: pip install torch (scripts/setup.sh installs it into "
+                      "build/venv)") from e
+
+from ._autograd import block_quantize, cross_entropy, quantize
+from ._ddp import allreduce_hook
+from ._linear import Emulation, Linear, emulate, matmul
+
+__all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation",
+           "allreduce_hook"]

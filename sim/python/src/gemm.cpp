@@ -1,0 +1,136 @@
+// Emulated matrix products and dot products under an accumulation model.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <stdexcept>
+
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
+#include "py_common.h"
+
+namespace precsim::py {
+namespace {
+
+InputPolicy parse_policy(const std::string& s) {
+  if (s == "check") return InputPolicy::kCheck;
+  if (s == "round") return InputPolicy::kRound;
+  if (s == "trust") return InputPolicy::kTrust;
+  throw std::invalid_argument("unknown input policy '" + s + "'; allowed: check, round, trust");
+}
+
+// Block scales of an operand whose op() has `mn` rows (A) or columns (B): one decode scale per
+// block_mn x block_k block, the array (ceil(mn / block_mn), ceil(k / block_k)) row-major.
+BlockScales scales_of(const std::optional<Array<const float>>& s, const char* name, int64_t mn, int64_t k,
+                      int64_t block_k, int64_t block_mn, float tensor_scale) {
+  BlockScales b;
+  b.tensor_scale = tensor_scale;
+  if (!s) return b;
+  if (block_k < 1 || block_mn < 1)
+    throw std::invalid_argument(std::string(name) + ": block_k " + std::to_string(block_k) + " and block_mn " +
+                                std::to_string(block_mn) + " must be at least 1");
+  const int64_t rows = (mn + block_mn - 1) / block_mn, cols = (k + block_k - 1) / block_k;
+  if (s->ndim() != 2 || int64_t(s->shape(0)) != rows || int64_t(s->shape(1)) != cols)
+    throw std::invalid_argument(std::string(name) + " must have shape (" + std::to_string(rows) + ", " +
+                                std::to_string(cols) + ") for block_k " + std::to_string(block_k) + " and block_mn " +
+                                std::to_string(block_mn));
+  b.scale = s->data();
+  b.block_k = block_k;
+  b.block_mn = block_mn;
+  b.ld = cols;
+  return b;
+}
+
+struct GemmCall {
+  std::string model, a_format, b_format, out_format, input_policy, out_rounding;
+  bool trans_a = false, trans_b = false;
+  double alpha = 1, beta = 0;
+  std::optional<Array<const float>> a_scales, b_scales;
+  int64_t block_k = 0, a_block_mn = 1, b_block_mn = 1;
+  float a_tensor_scale = 1, b_tensor_scale = 1;
+};
+
+template <class C>
+nb::dict run_gemm(const GemmCall& call, Array<const float> a, Array<const float> b, Array<C> c, int64_t m, int64_t n,
+                  int64_t k) {
+  const AccumModel model = parse_accum_model(call.model);
+  GemmArgs g;
+  g.m = m, g.n = n, g.k = k, g.trans_a = call.trans_a, g.trans_b = call.trans_b;
+  g.a_format = format_by_name(call.a_format);
+  g.b_format = format_by_name(call.b_format);
+  g.out_format = format_by_name(call.out_format);
+  g.input_policy = parse_policy(call.input_policy);
+  g.out_options.rounding = parse_rounding(call.out_rounding);
+  g.alpha = call.alpha, g.beta = call.beta;
+  g.a_scales = scales_of(call.a_scales, "a_scales", m, k, call.block_k, call.a_block_mn, call.a_tensor_scale);
+  g.b_scales = scales_of(call.b_scales, "b_scales", n, k, call.block_k, call.b_block_mn, call.b_tensor_scale);
+  if (a.size() != size_t(m * k) || b.size() != size_t(k * n) || c.size() != size_t(m * n))
+    throw std::invalid_argument("operand sizes do not match m, n, k");
+  GemmStats st;
+  {
+    nb::gil_scoped_release release;
+    st = gemm(model, g, a.data(), b.data(), c.data());
+  }
+  nb::dict d;
+  d["macs"] = st.macs;
+  d["inputs"] = st.inputs;
+  d["output"] = st.output;
+  d["nan_outputs"] = st.nan_outputs;
+  d["inf_outputs"] = st.inf_outputs;
+  return d;
+}
+
+template <class C>
+void def_gemm(nb::module_& m, const char* name) {
+  m.def(name,
+        [](Array<const float> a, Array<const float> b, Array<C> c, int64_t m_, int64_t n, int64_t k,
+           const std::string& model, const std::string& a_format, const std::string& b_format,
+           const std::string& out_format, const std::string& input_policy, const std::string& out_rounding,
+           bool trans_a, bool trans_b, double alpha, double beta, std::optional<Array<const float>> a_scales,
+           std::optional<Array<const float>> b_scales, int64_t block_k, int64_t a_block_mn, int64_t b_block_mn,
+           float a_tensor_scale, float b_tensor_scale) {
+          const GemmCall call{model, a_format, b_format, out_format, input_policy, out_rounding, trans_a, trans_b,
+                              alpha, beta, a_scales, b_scales, block_k, a_block_mn, b_block_mn, a_tensor_scale,
+                              b_tensor_scale};
+          return run_gemm<C>(call, a, b, c, m_, n, k);
+        },
+        nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c").noconvert(), nb::arg("m"), nb::arg("n"),
+        nb::arg("k"), nb::arg("model"), nb::arg("a_format"), nb::arg("b_format"), nb::arg("out_format"),
+        nb::arg("input_policy"), nb::arg("out_rounding"), nb::arg("trans_a"), nb::arg("trans_b"), nb::arg("alpha"),
+        nb::arg("beta"), nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("block_k"),
+        nb::arg("a_block_mn"), nb::arg("b_block_mn"), nb::arg("a_tensor_scale"), nb::arg("b_tensor_scale"));
+}
+
+}  // namespace
+
+void bind_gemm(nb::module_& m) {
+  def_gemm<float>(m, "gemm_f32");
+  def_gemm<double>(m, "gemm_f64");
+  m.def("dot", [](Array<const float> a, Array<const float> b, double c, const std::string& model,
+                  const std::string& a_format, const std::string& b_format, std::optional<std::string> out_format) {
+    if (a.size() != b.size())
+      throw std::invalid_argument("a has " + std::to_string(a.size()) + " elements and b " + std::to_string(b.size()));
+    const AccumModel am = parse_accum_model(model);
+    const Format af = format_by_name(a_format), bf = format_by_name(b_format);
+    std::optional<Format> of;
+    if (out_format) of = format_by_name(*out_format);
+    uint32_t status = 0;
+    const double r = accum_dot(am, std::span<const float>(a.data(), a.size()), std::span<const float>(b.data(), b.size()),
+                               c, af, bf, &status, of ? &*of : nullptr);
+    return std::make_pair(r, status_to_string(status));
+  }, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"), nb::arg("a_format"),
+        nb::arg("b_format"), nb::arg("out_format").none());
+  m.def("accum_models", [] {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& p : accum_presets()) j.push_back(to_json(p));
+    return j.dump();
+  }, "The accumulation model presets as JSON text.");
+  m.def("accum_model", [](const std::string& spec) { return to_json(parse_accum_model(spec)).dump(); },
+        nb::arg("spec"), "A model spec resolved, as JSON text.");
+}
+
+}  // namespace precsim::py

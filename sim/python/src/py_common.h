@@ -1,0 +1,44 @@
+// What every binding file shares: array types, the rounding options as Python passes them, and the
+// bridge that moves JSON between the libraries and Python (as text: Python's json module parses it).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "precsim/formats/format.h"
+#include "precsim/formats/quant_options.h"
+
+namespace precsim::py {
+
+namespace nb = nanobind;
+
+// C-contiguous CPU arrays of one dtype; Python (precsim/_arrays.py) converts or refuses anything
+// else before the call, so these never copy.
+template <class T>
+using Array = nb::ndarray<T, nb::c_contig, nb::device::cpu>;
+using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+// (step, tensor, role) of the stochastic-rounding stream (formats/quant_options.h SrKey).
+using KeyTuple = std::tuple<uint64_t, uint32_t, uint32_t>;
+
+// The options of quantize(), checked with the CLI's messages (rounding and overflow name the
+// allowed values; sr_bits 1..32). Throws std::invalid_argument (ValueError).
+QuantOptions make_options(const std::string& rounding, const std::string& overflow, bool flush_subnormals,
+                          int sr_bits, uint64_t seed, const KeyTuple& key);
+
+// The number of elements of an array (the product of its shape).
+size_t element_count(const AnyArray& a);
+
+void bind_formats(nb::module_& m);
+void bind_arrays(nb::module_& m);
+void bind_block(nb::module_& m);
+void bind_gemm(nb::module_& m);
+void bind_allreduce(nb::module_& m);
+void bind_reports(nb::module_& m);
+void bind_linear(nb::module_& m);
+
+}  // namespace precsim::py

@@ -1,0 +1,36 @@
+"""Shared fixtures of the Python tests: the CLI to compare against, a scratch folder, and the rule
+that under CI (CI or PRECSIM_REQUIRE_ORACLES=1) a missing torch or ml_dtypes fails instead of
+skipping."""
+import importlib
+import os
+import subprocess
+
+import pytest
+
+REQUIRED = bool(os.environ.get("CI")) or os.environ.get("PRECSIM_REQUIRE_ORACLES") == "1"
+
+
+def need(module):
+    """The module, or a skip (a failure under CI) naming it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        msg = f"{module} is not installed ({e}); scripts/setup.sh installs it into build/venv"
+        if REQUIRED:
+            pytest.fail(msg + " -- required under CI / PRECSIM_REQUIRE_ORACLES=1")
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Runs the precsim CLI (PRECSIM_CLI) and returns its stdout; fails on a non-zero exit."""
+    path = os.environ.get("PRECSIM_CLI")
+    if not path:
+        pytest.fail("PRECSIM_CLI is not set (ctest sets it to the built binary)")
+
+    def run(*args):
+        p = subprocess.run([path, *map(str, args)], capture_output=True, text=True)
+        assert p.returncode == 0, f"precsim {' '.join(map(str, args))}: exit {p.returncode}\n{p.stderr}"
+        return p.stdout
+
+    return run
