@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -129,6 +130,67 @@ TEST_F(ReportCompareCli, SummaryPrintsTheVariantTableWithIntervalsAndDivergedAsA
   EXPECT_NE(r.out.find("(3 seeds;"), std::string::npos) << r.out;
   const auto full = run("report summary --full " + p("t.json"));
   EXPECT_NE(full.out.find("recipes.0.name = fp32"), std::string::npos) << full.out;
+}
+
+}  // namespace
+
+namespace {
+
+using Csv = std::vector<std::vector<std::string>>;
+Csv read_csv(const fs::path& p) {
+  Csv rows;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    rows.emplace_back();
+    size_t at = 0;
+    for (size_t comma; (comma = line.find(',', at)) != std::string::npos; at = comma + 1)
+      rows.back().push_back(line.substr(at, comma - at));
+    rows.back().push_back(line.substr(at));
+  }
+  return rows;
+}
+
+size_t column(const Csv& t, const std::string& name) {
+  const auto it = std::find(t[0].begin(), t[0].end(), name);
+  EXPECT_NE(it, t[0].end()) << name;
+  return size_t(it - t[0].begin());
+}
+
+TEST_F(ReportCompareCli, ExportCsvIsTidyOneRowPerSeedVariantAndStep) {
+  const auto r = run("report export --csv " + p("csv") + " " + p("t.json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const Csv steps = read_csv(dir_ / "csv" / "train_steps.csv");
+  const auto& runs = doc_["results"]["runs"];
+  size_t expected = 0;
+  for (const auto& run : runs)
+    for (const auto& v : run["variants"]) {
+      std::set<double> s;
+      for (const char* group : {"series", "local", "evals"})
+        for (const auto& x : v[group]["step"]) s.insert(x.get<double>());
+      expected += s.size();
+    }
+  ASSERT_EQ(steps.size(), expected + 1);
+  const size_t seed = column(steps, "seed"), variant = column(steps, "variant"), step = column(steps, "step"),
+               loss = column(steps, "loss"), ref = column(steps, "reference.chaos_loss");
+  // Seed 2, fp8-delayed, step 5: the report's own doubles, shortest round trip.
+  const auto& v = runs[1]["variants"][2];
+  size_t found = 0;
+  for (const auto& row : steps) {
+    for (const auto& cell : row) ASSERT_TRUE(cell.empty() || (cell[0] != '{' && cell[0] != '[')) << cell;
+    if (row[seed] != "2" || row[variant] != "fp8-delayed" || row[step] != "5") continue;
+    ++found;
+    EXPECT_EQ(std::strtod(row[loss].c_str(), nullptr), v["series"]["loss"][5].get<double>());
+    EXPECT_EQ(std::strtod(row[ref].c_str(), nullptr), runs[1]["reference"]["series"]["chaos_loss"][5].get<double>());
+  }
+  EXPECT_EQ(found, 1u);
+  const Csv summary = read_csv(dir_ / "csv" / "train_summary.csv");
+  EXPECT_EQ(summary.size(), 1 + runs.size() * (1 + doc_["results"]["variants"].size()));
+  column(summary, "roles.gemm_in_dgrad.flushed_to_zero");
+  const Csv variants = read_csv(dir_ / "csv" / "train_variants.csv");
+  ASSERT_EQ(variants.size(), 4u);
+  const auto& ci = doc_["results"]["variants"][2]["summary_ci95"]["heldout_loss"];
+  EXPECT_EQ(std::strtod(variants[3][column(variants, "heldout_loss_ci95_lo")].c_str(), nullptr), ci[0].get<double>());
+  EXPECT_EQ(variants[3][column(variants, "diverged_seeds")], "0");
 }
 
 }  // namespace
