@@ -117,6 +117,19 @@ TEST_F(ReportCompareCli, BadVariantMetricOrKindIsRefusedNamingWhatIsAllowed) {
   EXPECT_NE(r.out.find("a quantize report holds no per-seed runs"), std::string::npos) << r.out;
 }
 
+TEST_F(ReportCompareCli, AReportMissingPartsIsRefusedNotReadPastItsEnd) {
+  json doc = doc_;
+  doc["results"]["variants"][1].erase("summary");
+  doc["results"]["runs"][2].erase("reference");
+  std::ofstream(dir_ / "broken.json") << doc.dump();
+  auto r = run("report summary " + p("broken.json"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("precsim: error: report summary"), std::string::npos) << r.out;
+  r = run("report compare " + p("broken.json") + " --a fp32 --b fp8-delayed");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("not a train report's results"), std::string::npos) << r.out;
+}
+
 TEST_F(ReportCompareCli, SummaryPrintsTheVariantTableWithIntervalsAndDivergedAsACount) {
   const auto r = run("report summary " + p("t.json"));
   ASSERT_EQ(r.rc, 0) << r.out;

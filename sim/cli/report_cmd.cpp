@@ -86,10 +86,10 @@ void run_summary(const SummaryArgs& a) {
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("report summary '{}': the {} results have no variant table ({})", a.file, kind, e.what()));
   }
-  const auto& runs = doc["results"]["runs"];
-  if (runs.is_array() && runs.size() > 1)
+  const auto& results = doc.at("results");
+  if (results.contains("runs") && results.at("runs").is_array() && results.at("runs").size() > 1)
     std::cout << fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n",
-                             runs.size());
+                             results.at("runs").size());
 }
 
 const Registrar reg(90, [](CLI::App& app) {
@@ -128,6 +128,8 @@ const Registrar reg(90, [](CLI::App& app) {
       std::cout << format_comparison(compare_recipes(load(file), a, b, metric));
     } catch (const std::invalid_argument& e) {
       throw UsageError(fmt::format("report compare '{}': {}", file, e.what()));
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format("report compare '{}': not a train report's results ({})", file, e.what()));
     }
   });
 

@@ -16,23 +16,25 @@ using nlohmann::json;
 
 const json& find_variant(const json& run, const std::string& name) {
   std::string names;
-  for (const auto& v : run["variants"]) {
-    if (v["name"] == name) return v;
-    names += (names.empty() ? "" : ", ") + v["name"].get<std::string>();
+  for (const auto& v : run.at("variants")) {
+    if (v.at("name") == name) return v;
+    names += (names.empty() ? "" : ", ") + v.at("name").get<std::string>();
   }
   throw std::invalid_argument(fmt::format("no variant '{}' in the report; its variants: {}", name, names));
 }
 
 double metric_of(const json& variant, const std::string& metric) {
-  const json& s = variant["summary"];
+  const json& s = variant.at("summary");
   if (!s.contains(metric) || s[metric].is_null()) {
     std::string keys;
     for (auto it = s.begin(); it != s.end(); ++it)
       if (it.key() != "diverged_at") keys += (keys.empty() ? "" : ", ") + it.key();
     throw std::invalid_argument(fmt::format("no metric '{}' in a variant's summary; allowed: {}", metric, keys));
   }
-  return read_number(s[metric]);
+  return read_number(s.at(metric));
 }
+
+// at() throughout: the report comes from disk, and a missing key must throw (json::exception).
 
 // The chaos floor of one seed in the metric's units, or -1 when the report has no counterpart.
 // The perturbed reference is never evaluated on held-out data, so every loss metric is judged
@@ -40,17 +42,18 @@ double metric_of(const json& variant, const std::string& metric) {
 double chaos_of(const json& reference, const std::string& metric, std::string& basis) {
   if (metric == "weight_distance") {
     basis = "weight distance of the one-ulp-perturbed reference";
-    return read_number(reference["chaos_floor"]);
+    return read_number(reference.at("chaos_floor"));
   }
   if (metric == "drift_over_chaos_floor") {
     basis = "1 by definition";
     return 1.0;
   }
   const bool loss = metric == "final_loss" || metric == "heldout_loss" || metric == "loss_gap" || metric == "heldout_loss_gap";
-  const json& series = reference["series"];
-  if (!loss || !series.contains("chaos_loss") || series["chaos_loss"].empty()) return -1;
+  if (!loss || !reference.contains("series")) return -1;
+  const json& series = reference.at("series");
+  if (!series.contains("chaos_loss") || series.at("chaos_loss").empty()) return -1;
   basis = "|training loss of the one-ulp-perturbed reference - reference's| at the last logged step";
-  return std::fabs(read_number(series["chaos_loss"].back()) - read_number(series["loss"].back()));
+  return std::fabs(read_number(series.at("chaos_loss").back()) - read_number(series.at("loss").back()));
 }
 
 const char* verdict_text(CompareVerdict v) {
@@ -66,19 +69,19 @@ const char* verdict_text(CompareVerdict v) {
 }  // namespace
 
 RecipeComparison compare_recipes(const json& doc, const std::string& a, const std::string& b, const std::string& metric) {
-  const json& results = doc["results"];
-  if (!results.is_object() || !results.contains("runs") || !results["runs"].is_array() || results["runs"].empty())
+  const json& results = doc.at("results");
+  if (!results.is_object() || !results.contains("runs") || !results.at("runs").is_array() || results.at("runs").empty())
     throw std::invalid_argument(fmt::format("a {} report holds no per-seed runs; compare reads train and demo reports",
-                                            doc["kind"].get<std::string>()));
+                                            doc.at("kind").get<std::string>()));
   if (a == b) throw std::invalid_argument(fmt::format("--a and --b both name '{}'; name two variants", a));
   RecipeComparison c{a, b, metric, {}, {}, {}, {}, 0, 0, 0, -1, "", CompareVerdict::kOneSeed};
   double chaos_sum = 0;
-  for (const auto& run : results["runs"]) {
-    c.seeds.push_back(run["seed"].get<unsigned long long>());
+  for (const auto& run : results.at("runs")) {
+    c.seeds.push_back(run.at("seed").get<unsigned long long>());
     c.value_a.push_back(metric_of(find_variant(run, a), metric));
     c.value_b.push_back(metric_of(find_variant(run, b), metric));
     c.diff.push_back(c.value_b.back() - c.value_a.back());
-    const double floor = chaos_of(run["reference"], metric, c.chaos_basis);
+    const double floor = chaos_of(run.at("reference"), metric, c.chaos_basis);
     chaos_sum = floor < 0 || chaos_sum < 0 ? -1 : chaos_sum + floor;
   }
   c.chaos_floor = chaos_sum < 0 ? -1 : chaos_sum / double(c.seeds.size());

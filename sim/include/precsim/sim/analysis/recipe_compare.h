@@ -32,7 +32,8 @@ struct RecipeComparison {
 };
 
 // `doc` is a train (or demo) report. Throws std::invalid_argument naming what is allowed when
-// a variant or the metric is not in it, or when a seed lacks one of them.
+// a variant or the metric is not in it, or when a seed lacks one of them; nlohmann::json::exception
+// when the results are not shaped as train writes them.
 RecipeComparison compare_recipes(const nlohmann::json& doc, const std::string& a, const std::string& b,
                                  const std::string& metric);
 
