@@ -4,19 +4,13 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "csv_table.h"
+#include "export_train_csv.h"
 #include "precsim/reports/json_path.h"
 #include "precsim/reports/report.h"
 
 namespace precsim {
 namespace {
-
-std::string csv_field(const nlohmann::json& j) {
-  std::string s = j.is_object() || j.is_array() ? j.dump() : scalar_text(j);
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 std::string csv_name(const std::string& path) {
   std::string name = path.rfind("results.", 0) == 0 ? path.substr(8) : path;
@@ -35,25 +29,17 @@ struct Exporter {
     written.push_back(name);
   }
 
+  // A record's nested objects and arrays become dotted columns, so no cell holds JSON.
   void table(const std::string& path, const nlohmann::json& rows) {
-    std::vector<std::string> cols;
-    for (const auto& r : rows)
-      for (auto it = r.begin(); it != r.end(); ++it)
-        if (std::find(cols.begin(), cols.end(), it.key()) == cols.end()) cols.push_back(it.key());
-    std::string t;
-    for (size_t c = 0; c < cols.size(); ++c) {
-      if (c) t += ',';
-      t += csv_field(cols[c]);
-    }
-    t += '\n';
+    CsvTable t;
     for (const auto& r : rows) {
-      for (size_t c = 0; c < cols.size(); ++c) {
-        if (c) t += ',';
-        if (r.contains(cols[c])) t += csv_field(r[cols[c]]);
+      t.new_row();
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        if (it.value().is_object() || it.value().is_array()) t.set_leaves(it.key(), it.value());
+        else t.set(it.key(), it.value());
       }
-      t += '\n';
     }
-    write(csv_name(path), t);
+    write(csv_name(path), t.text());
   }
 
   void series(const std::string& path, const nlohmann::json* steps, const nlohmann::json& values) {
@@ -94,7 +80,13 @@ std::vector<std::string> export_csv(const nlohmann::json& doc, const std::filesy
     for_each_leaf(doc[section], section, false,
                   [&](const std::string& p, const nlohmann::json& v) { config += csv_field(p) + "," + csv_field(v) + "\n"; });
   x.write("config.csv", config);
-  x.walk("results", doc["results"]);
+  const nlohmann::json& results = doc["results"];
+  if (export_train_csv(results, [&](const std::string& name, const std::string& text) { x.write(name, text); })) {
+    for (auto it = results.begin(); it != results.end(); ++it)
+      if (it.key() != "runs" && it.key() != "variants") x.walk("results." + it.key(), it.value());
+  } else {
+    x.walk("results", results);
+  }
   x.write("scalars.csv", x.scalars);
   return x.written;
 }

@@ -120,7 +120,7 @@ void render(std::string& out, const std::string& key, const nlohmann::json& j, c
 
 }  // namespace
 
-std::string summarize_report(const nlohmann::json& doc, const SummaryOptions& o) {
+std::string report_header(const nlohmann::json& doc) {
   std::string out;
   const auto& tool = doc["tool"];
   out += fmt::format("{} report ({}), {}\n", doc["kind"].get<std::string>(), doc["status"].get<std::string>(),
@@ -138,7 +138,11 @@ std::string summarize_report(const nlohmann::json& doc, const SummaryOptions& o)
     out += fmt::format("run: {} on {} ({}), {} threads, {} s\n", field(e, "date"), field(e, "host"), field(e, "cpu"),
                        field(e, "threads"), field(e, "wall_time_s"));
   }
-  for (const char* section : {"config", "seeds"}) {
+  return out;
+}
+
+std::string summarize_report(const nlohmann::json& doc, const SummaryOptions& o) {
+  std::string out = report_header(doc);  for (const char* section : {"config", "seeds"}) {
     out += std::string(section) + (doc[section].empty() ? ": (none)\n" : "\n");
     for_each_leaf(doc[section], "", true, [&](const std::string& p, const nlohmann::json& v) {
       out += fmt::format("  {} = {}\n", p, inline_value(v));

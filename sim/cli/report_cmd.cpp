@@ -3,6 +3,7 @@
 // option (cli_common.h).
 #include <fmt/format.h>
 
+#include <array>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,8 @@
 #include "precsim/reports/export_csv.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/summary.h"
+#include "precsim/sim/analysis/recipe_compare.h"
+#include "precsim/sim/experiment/runner.h"
 
 namespace precsim::cli {
 namespace {
@@ -62,15 +65,44 @@ void run_check(const CheckArgs& a) {
   if (!o.passed()) exit_with(kExitCheckFailed);
 }
 
+struct SummaryArgs {
+  std::string file;
+  size_t rows = 20;
+  bool full = false;
+};
+
+// Train and demo reports print the variant table their command printed; the configuration and
+// per-seed series stay one --full away.
+void run_summary(const SummaryArgs& a) {
+  const nlohmann::json doc = load(a.file);
+  const std::string kind = doc["kind"].get<std::string>();
+  if (a.full || (kind != "train" && kind != "demo")) {
+    std::cout << summarize_report(doc, {.max_rows = a.rows});
+    return;
+  }
+  std::cout << report_header(doc) << "\n";
+  try {
+    std::cout << summary_table(doc["results"]);
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("report summary '{}': the {} results have no variant table ({})", a.file, kind, e.what()));
+  }
+  const auto& results = doc.at("results");
+  if (results.contains("runs") && results.at("runs").is_array() && results.at("runs").size() > 1)
+    std::cout << fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n",
+                             results.at("runs").size());
+}
+
 const Registrar reg(90, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("report", "read reports back: summary, diff, check, validate, export");
+  auto* cmd = app.add_subcommand("report", "read reports back: summary, diff, compare, check, validate, export");
   cmd->require_subcommand(1);
 
-  auto* summary = cmd->add_subcommand("summary", "the human table of a report of any kind");
-  auto s = std::make_shared<std::pair<std::string, size_t>>("", 20);
-  summary->add_option("report", s->first, "report JSON file")->required();
-  summary->add_option("--rows", s->second, "table rows to show (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
-  summary->callback([s] { std::cout << summarize_report(load(s->first), {.max_rows = s->second}); });
+  auto* summary = cmd->add_subcommand(
+      "summary", "the table the command printed when it ran (train, demo), or for other kinds every result as a tree");
+  auto s = std::make_shared<SummaryArgs>();
+  summary->add_option("report", s->file, "report JSON file")->required();
+  summary->add_option("--rows", s->rows, "table rows to show (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
+  summary->add_flag("--full", s->full, "configuration, seeds and every result as a tree, whatever the kind");
+  summary->callback([s] { run_summary(*s); });
 
   auto* diff = cmd->add_subcommand("diff", "what differs between two reports (exit 1 when they differ)");
   auto d = std::make_shared<std::pair<std::string, std::string>>();
@@ -80,6 +112,25 @@ const Registrar reg(90, [](CLI::App& app) {
     const auto r = diff_reports(load(d->first), load(d->second));
     std::cout << format_diff(r, d->first, d->second);
     if (!r.same()) exit_with(kExitCheckFailed);
+  });
+
+  auto* compare = cmd->add_subcommand(
+      "compare", "two variants of a train report, paired by seed: per-seed differences, their mean with a 95% interval, "
+                 "and a verdict against seed noise and the chaos floor");
+  auto cmp = std::make_shared<std::array<std::string, 4>>(std::array<std::string, 4>{"", "", "", "heldout_loss"});
+  compare->add_option("report", (*cmp)[0], "train or demo report (run with --seeds 3 or more for an interval)")->required();
+  compare->add_option("--a", (*cmp)[1], "variant name (the baseline of the difference b - a)")->required();
+  compare->add_option("--b", (*cmp)[2], "variant name")->required();
+  compare->add_option("--metric", (*cmp)[3], "a key of the variants' summary (default heldout_loss)");
+  compare->callback([cmp] {
+    const auto& [file, a, b, metric] = *cmp;
+    try {
+      std::cout << format_comparison(compare_recipes(load(file), a, b, metric));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("report compare '{}': {}", file, e.what()));
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format("report compare '{}': not a train report's results ({})", file, e.what()));
+    }
   });
 
   auto* check = cmd->add_subcommand("check",

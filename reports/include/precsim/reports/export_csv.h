@@ -2,8 +2,11 @@
 // spreadsheets and plotting tools. Every file is written atomically.
 //   config.csv            path,value for every configuration and seed entry
 //   scalars.csv           path,value for every scalar result
-//   <path>.csv            an array of records (columns: the union of their keys), e.g.
-//                         results.formats -> formats.csv
+//   <path>.csv            an array of records (columns: the union of their keys, nested
+//                         objects as dotted columns), e.g. results.formats -> formats.csv
+//   train_steps.csv, train_summary.csv, train_variants.csv   for train and demo reports
+//                         instead of their runs and variants: tidy tables, one row per seed,
+//                         variant and logged step (reports/src/export_train_csv.h)
 //   <path>.csv            a series: step,value for SeriesLog objects, index,value for arrays
 // Values are written as in the JSON ("nan", "inf", hex-floats stay strings).
 #pragma once

@@ -14,7 +14,9 @@ struct SummaryOptions {
   size_t max_rows = 20;  // table rows shown; the rest are counted
 };
 
-// `doc` must have passed check_envelope.
+// `doc` must have passed check_envelope. The first lines, report_header, name the kind, status,
+// tool, digest (recomputed) and environment; then configuration, seeds and results.
+std::string report_header(const nlohmann::json& doc);
 std::string summarize_report(const nlohmann::json& doc, const SummaryOptions& o = {});
 
 // Statistics of a numeric series, in index order: count, non-finite count, first, last, min,
