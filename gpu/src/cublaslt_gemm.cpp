@@ -1,6 +1,6 @@
 // GEMMs through cuBLASLt with the algorithm pinned: no split-K, reduction scheme none, and the
 // algorithm's id, tile and stages reported so a run can be repeated and compared bit for bit
-// (reference/tensor_cores_and_reductions.md, sections 2.4 and 3.1).
+// (docs/SOURCES.md, TC 2.4 and TC 3.1).
 #include <cuda_fp16.h>
 
 #include <memory>

@@ -57,7 +57,7 @@ Recipe pure_bf16(UpdateRounding u) {
 }
 
 // Block-scaled GEMMs on top of BF16 autocast: only the linear layers' operands change
-// (fp8_mx_training.md 3.7: everything else stays in high precision).
+// (docs/SOURCES.md §3.7: everything else stays in high precision).
 Recipe scaled(const std::string& fwd, const std::string& bwd, Scaling s, int block,
               Rounding grad_rounding = Rounding::kNearestEven) {
   Recipe r = amp("bf16");
@@ -114,7 +114,7 @@ Recipe build_preset(std::string_view n) {
   } else if (n == "nvfp4") {
     r = scaled("e2m1", "e2m1", Scaling::kNvfp4, 16, Rounding::kStochastic);
   } else if (n == "ddp8-bf16-ring" || n == "ddp8-bf16-tree" || n == "ddp8-bf16-fp32acc") {
-    // BF16 autocast, 8 workers summing BF16 buckets as NCCL does (tensor_cores_and_reductions.md 4.1).
+    // BF16 autocast, 8 workers summing BF16 buckets as NCCL does (docs/SOURCES.md TC 4.1).
     r = amp("bf16");
     r.parallel.workers = 8;
     r.parallel.format_name = "bf16";

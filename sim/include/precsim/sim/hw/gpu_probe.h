@@ -1,5 +1,5 @@
-// Probing a matrix unit: test vectors in the manner of Khattak and Mikaitis (HPEC 2025; reference
-// tensor_cores_and_reductions.md section 1.5) that reveal, one block at a time, the parameters of
+// Probing a matrix unit: test vectors in the manner of Khattak and Mikaitis (HPEC 2025; docs/SOURCES.md,
+// TC 1.5) that reveal, one block at a time, the parameters of
 // the block-FMA model (section 2.1), and the inference of those parameters from the results. The
 // vectors are evaluated by a ProbeRunner: a Tensor Core instruction or a cuBLASLt GEMM on a device,
 // or, in tests, an emulated model; nothing here touches a device.

@@ -43,7 +43,7 @@ struct TensorFormat {
   Format format;  // resolved from name
 };
 
-// How one GEMM operand is brought into its format (fp8_mx_training.md sections 1, 3).
+// How one GEMM operand is brought into its format (docs/SOURCES.md §1, §3).
 enum class Scaling : uint8_t {
   kNone,           // plain cast into the format
   kTensorCurrent,  // one FP32 scale fmt_max / amax of the tensor (TE Float8CurrentScaling)
