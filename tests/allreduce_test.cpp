@@ -74,6 +74,23 @@ TEST(AllReduce, Fp64BufferIsTheLongAccumulatorRoundedPerHop) {
   EXPECT_TRUE(r.ranks_identical);
 }
 
+TEST(AllReduce, BufferFormatsAreMatchedByEncodingNotName) {
+  // e11m52 is FP64 spelled as a custom format: the same buffer, the same bits.
+  const auto g = gradients(8, 4096, 1);
+  AllReduceConfig custom = config(8, AllReduceAlgorithm::kRing, "fp64");
+  custom.buffer = format_by_name("e11m52");
+  ASSERT_NE(custom.buffer.name, "fp64");
+  const auto r64 = allreduce(spans(g), config(8, AllReduceAlgorithm::kRing, "fp64"));
+  const auto rc = allreduce(spans(g), custom);
+  EXPECT_EQ(rc.reduced, r64.reduced);
+  EXPECT_TRUE(is_allreduce_buffer_format(custom.buffer));
+  // Wider than FP32 but not FP64: refused, naming what is allowed.
+  AllReduceConfig wide = custom;
+  wide.buffer = format_by_name("e8m30");
+  EXPECT_FALSE(is_allreduce_buffer_format(wide.buffer));
+  EXPECT_THROW(allreduce(spans(g), wide), std::invalid_argument);
+}
+
 TEST(AllReduce, Bf16RingErrorGrowsWithWorkersAndFp32AccumulationRemovesMostOfIt) {
   double prev = 0;
   for (int w : {2, 8, 32}) {

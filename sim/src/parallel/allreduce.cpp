@@ -62,7 +62,7 @@ struct Buffer {
 using Buffers = std::vector<std::vector<double>>;
 
 void check_buffer_format(const Format& f) {
-  if (f.kind != FormatKind::kFloat || !f.is_signed || !f.has_zero || (f.man_bits > 23 && f.name != "fp64"))
+  if (!is_allreduce_buffer_format(f))
     throw std::invalid_argument("all-reduce buffer format '" + f.name +
                                 "' is not supported; allowed: fp64, fp32, bf16, fp16, fp8 (e4m3, e5m2) or a signed float with at most 23 mantissa bits");
 }
@@ -200,6 +200,11 @@ std::vector<std::vector<float>> out_of_buffers(const Buffers& buf, const AllRedu
 }
 
 }  // namespace
+
+bool is_allreduce_buffer_format(const Format& f) {
+  static const Format fp64 = format_by_name("fp64");
+  return f.kind == FormatKind::kFloat && f.is_signed && f.has_zero && (f.man_bits <= 23 || same_encoding(f, fp64));
+}
 
 AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, const AllReduceConfig& cfg) {
   const int w = cfg.workers;

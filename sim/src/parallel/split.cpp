@@ -75,10 +75,10 @@ ParallelSpec parallel_from_json(const json& j) {
                          [&] { return parse_allreduce_algorithm(a.at("algorithm").get<std::string>()); });
   p.format_name = a.at("format").get<std::string>();
   p.format = float_format(p.format_name, "parallel.allreduce.format");
-  if (p.format.man_bits > 23 && p.format.name != "fp64")
+  if (!is_allreduce_buffer_format(p.format))
     throw std::invalid_argument(fmt::format(
-        "parallel.allreduce.format '{}' is not supported; allowed: fp64, fp32, bf16, fp16, e4m3, e5m2 or a float "
-        "with at most 23 mantissa bits",
+        "parallel.allreduce.format '{}' is not supported; allowed: fp64, fp32, bf16, fp16, e4m3, e5m2 or a signed float "
+        "with a zero and at most 23 mantissa bits",
         p.format_name));
   p.average = with_key("parallel.allreduce.average", [&] { return parse_average_mode(a.at("average").get<std::string>()); });
   p.hook = with_key("parallel.allreduce.hook", [&] { return parse_compress_hook(a.at("hook").get<std::string>()); });

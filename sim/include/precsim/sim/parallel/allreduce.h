@@ -53,6 +53,10 @@ struct AllReduceResult {
   uint64_t nonzero_inputs = 0;
 };
 
+// Whether a buffer can hold an all-reduce: a signed float with a zero and at most FP32's 23
+// mantissa bits, or FP64 itself (by encoding, so a custom spelling of FP64 counts too).
+bool is_allreduce_buffer_format(const Format& f);
+
 // grads[w] is worker w's gradient (all the same length). Throws std::invalid_argument on bad sizes,
 // non-finite values or W < 1.
 AllReduceResult allreduce(const std::vector<std::span<const float>>& grads, const AllReduceConfig& cfg);
