@@ -127,7 +127,7 @@ if os.path.exists(e2e):
     print(f"| precsim --help (start-up) | {r['precsim_start_s']:.4f} | |")
 EOF
 
-# Sweeps: 16 short units (~1 s each on one thread) on 1 and 2 MPI ranks and on 1 and 2 local
+# Sweeps: 16 short units (700 steps: about 1 s each on one thread) on 1 and 2 MPI ranks and on 1 and 2 local
 # worker processes, one thread per rank or worker. Overhead: 16 one-step units through each
 # executor against 16 times the same unit run alone (`precsim train`, its process start and
 # report included): what the executor adds per unit (plan, dispatch, unit report, merge).
@@ -138,7 +138,7 @@ if [[ -z "$only" || "sweep" == *"$only"* ]] &&
 import json, os, shutil, subprocess, sys, time
 cli, out = sys.argv[1:3]
 mpirun = shutil.which("mpirun")
-base = {"steps": 150, "batch": 32, "seed": 1, "shadow_every": 0,
+base = {"steps": 700, "batch": 32, "seed": 1, "shadow_every": 0,
         "data": {"kind": "gaussian-mixture", "features": 16, "classes": 4, "train_size": 1024, "heldout_size": 128},
         "model": {"hidden": [48, 48]}, "optimizer": {"kind": "sgd", "lr": 0.05}, "recipes": ["bf16-amp", "fp8-current"]}
 def plan(steps, name):
@@ -155,7 +155,7 @@ def best(cmd, runs=3, out_dir=True):
         times.append(time.perf_counter() - t)
     shutil.rmtree(d, ignore_errors=True)
     return min(times)
-long_plan, short_plan = plan(150, "sweep-bench-16.json"), plan(1, "sweep-bench-1step.json")
+long_plan, short_plan = plan(700, "sweep-bench-16.json"), plan(1, "sweep-bench-1step.json")
 unit = os.path.join(out, "sweep-bench-unit.json")
 json.dump(dict(base, steps=1), open(unit, "w"))
 one = [cli, "--threads", "1"]

@@ -18,9 +18,7 @@
 #include "py_common.h"
 
 namespace precsim::py {
-namespace {
 
-// A recipe preset name, or a JSON object {"preset", overrides...} as in a train config.
 Recipe recipe_of(const std::string& spec) {
   if (!spec.empty() && spec.front() == '{') {
     try {
@@ -31,6 +29,8 @@ Recipe recipe_of(const std::string& spec) {
   }
   return recipe_preset(spec);
 }
+
+namespace {
 
 template <class T>
 std::span<const T> cspan(const Array<const T>& a) {

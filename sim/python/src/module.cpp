@@ -45,4 +45,5 @@ NB_MODULE(_precsim, m) {
   bind_allreduce(m);
   bind_reports(m);
   bind_linear(m);
+  bind_optim(m);
 }

@@ -12,6 +12,10 @@
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
 
+namespace precsim {
+struct Recipe;
+}
+
 namespace precsim::py {
 
 namespace nb = nanobind;
@@ -30,6 +34,9 @@ using KeyTuple = std::tuple<uint64_t, uint32_t, uint32_t>;
 QuantOptions make_options(const std::string& rounding, const std::string& overflow, bool flush_subnormals,
                           int sr_bits, uint64_t seed, const KeyTuple& key);
 
+// A recipe preset name, or a JSON object {"preset", overrides...} as in a train config.
+Recipe recipe_of(const std::string& spec);
+
 // The number of elements of an array (the product of its shape).
 size_t element_count(const AnyArray& a);
 
@@ -40,5 +47,6 @@ void bind_gemm(nb::module_& m);
 void bind_allreduce(nb::module_& m);
 void bind_reports(nb::module_& m);
 void bind_linear(nb::module_& m);
+void bind_optim(nb::module_& m);
 
 }  // namespace precsim::py

@@ -61,26 +61,28 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
   st.lr = lr;
   s.opt_steps += 1;
   const size_t n = s.weights.size();
-  std::vector<T> delta(n);
-  optimizer_delta(delta.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), n, opt, lr, s.opt_steps);
+  // The optimizer's new weights in the opmath type T; the recipe then decides how they are stored.
+  std::vector<T> target(n);
+  optimizer_update(target.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), n, opt, lr, s.opt_steps);
   if (r) {
     round_state(s.m, *r, seed, sr_keys::kOptimizerM, step, &st);
     if (opt.kind == "adamw") round_state(s.v, *r, seed, sr_keys::kOptimizerV, step, &st);
   }
   const std::vector<T> old = s.weights;
   if (!r || r->has_master()) {
-    for (size_t i = 0; i < n; ++i) s.weights[i] = s.weights[i] + delta[i];
+    s.weights = target;
     if (r) {
       const TensorFormat mf{r->master_weights, Rounding::kNearestEven, r->master_format};
       round_role(std::span<T>(s.weights), mf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
     }
   } else if (r->update_rounding == UpdateRounding::kKahan) {
-    // Compensated update (Zamirai et al. 2020): y = delta - c; t = fl(w + y); c = fl((t - w) - y).
+    // Compensated update (Zamirai et al. 2020) of the intended change delta = target - w:
+    // y = delta - c; t = fl(w + y); c = fl((t - w) - y).
     TensorFormat wf = r->weights;
     wf.rounding = Rounding::kNearestEven;
     std::vector<T> y(n);
     for (size_t i = 0; i < n; ++i) {
-      y[i] = delta[i] - s.kahan[i];
+      y[i] = (target[i] - old[i]) - s.kahan[i];
       s.weights[i] = old[i] + y[i];
     }
     round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
@@ -89,11 +91,11 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
   } else {
     TensorFormat wf = r->weights;
     wf.rounding = r->update_rounding == UpdateRounding::kStochastic ? Rounding::kStochastic : Rounding::kNearestEven;
-    for (size_t i = 0; i < n; ++i) s.weights[i] = s.weights[i] + delta[i];
+    s.weights = target;
     round_role(std::span<T>(s.weights), wf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
   }
   for (size_t i = 0; i < n; ++i) {
-    if (delta[i] == T(0)) continue;
+    if (target[i] == old[i]) continue;
     ++st.updates_intended;
     if (s.weights[i] == old[i]) ++st.updates_lost;
   }

@@ -1,5 +1,5 @@
 // Optimizers as one flat loop over the parameters (llm.c style): SGD with momentum and AdamW with
-// decoupled weight decay, following PyTorch's formulas; a learning-rate schedule with linear
+// decoupled weight decay, PyTorch's operation for operation; a learning-rate schedule with linear
 // warm-up and cosine decay. The update is computed in the element type T (FP32 opmath for a
 // variant); rounding the states and the new weights into their formats is the caller's (the
 // recipe's) business.
@@ -27,11 +27,15 @@ struct OptimizerConfig {
 
 double learning_rate(const OptimizerConfig& c, int64_t step, int64_t total_steps);
 
-// delta[i]: the intended change of w[i]; m, v are updated in place (v unused by SGD). `t` counts
-// optimizer steps from 1 (Adam bias correction; SGD's first step initialises the momentum).
+// w_new[i]: w[i] after one step of c with gradient g[i], computed in T with the operation
+// sequence of PyTorch's single-tensor SGD and AdamW on x86-64 and CUDA, whose vectorised lerp,
+// addcmul and add-with-alpha fuse their multiply-add (so the FP32 step equals torch.optim's bit for
+// bit, given a correctly rounded square root: tests/python/test_torch_optim.py); m, v are updated
+// in place (v unused by SGD). `t` counts optimizer steps from 1 (Adam bias correction; SGD's first
+// step initialises the momentum).
 template <class T>
-void optimizer_delta(T* delta, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
-                     int64_t t);
+void optimizer_update(T* w_new, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
+                      int64_t t);
 
 nlohmann::json optimizer_config_to_json(const OptimizerConfig& c);
 // Strict: unknown keys, wrong types and out-of-range values throw std::invalid_argument.
