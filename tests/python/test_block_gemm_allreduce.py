@@ -142,6 +142,14 @@ def test_allreduce():
     exact = np.sum(np.stack(grads).astype(np.float64), axis=0) / 4
     assert 0 < np.max(np.abs(ring["reduced"] - exact)) < 0.05 and ring["stats"].inexact > 0
     assert np.array_equal(precsim.quantize(ring["reduced"], "bf16"), ring["reduced"])
+    # The error statistics against the exact mean (four float32 values sum exactly in float64).
+    d = ring["reduced"].astype(np.float64) - exact
+    nz = exact != 0
+    e = ring["error"]
+    assert e["rel_err_norm"] == pytest.approx(np.linalg.norm(d) / np.linalg.norm(exact), rel=1e-12)
+    assert e["rel_err_max"] == pytest.approx(np.max(np.abs(d[nz]) / np.abs(exact[nz])), rel=1e-12)
+    assert e["mean_rel_bias"] == pytest.approx(np.mean(d[nz] / exact[nz]), rel=1e-9)
+    assert r["error"]["rel_err_norm"] < 1e-6  # an FP32 sum: only its own roundings
     with pytest.raises(ValueError, match="grads\\[1\\] has shape"):
         precsim.allreduce([grads[0], grads[1][:3]])
     with pytest.raises(ValueError, match="ring|tree"):

@@ -13,7 +13,9 @@ def allreduce(grads, *, algorithm="ring", format="fp32", average="sum", hook="no
 
     Returns a dict: "ranks" (each rank's final buffer, in the gradients' shape), "reduced" (rank
     0's), "ranks_identical", "stats" (QuantStats of every rounding any rank did), "nonzero_inputs",
-    "scale" (the per-tensor scale of FP8 buffers, else 1)."""
+    "scale" (the per-tensor scale of FP8 buffers, else 1), "error" (rank 0's result against the
+    exact sum, or mean when averaging, as `precsim allreduce` reports it: rel_err_norm,
+    rel_err_max, mean_rel_bias)."""
     arrays = [float32_values(g, f"grads[{i}]") for i, g in enumerate(grads)]
     if not arrays:
         raise ValueError("grads is empty; give one array per rank")
@@ -24,4 +26,4 @@ def allreduce(grads, *, algorithm="ring", format="fp32", average="sum", hook="no
     r = _c.allreduce([g.reshape(-1) for g in arrays], algorithm, format, average, hook)
     ranks = [np.asarray(v).reshape(shape) for v in r["ranks"]]
     return {"ranks": ranks, "reduced": ranks[0], "ranks_identical": r["ranks_identical"], "stats": r["stats"],
-            "nonzero_inputs": r["nonzero_inputs"], "scale": r["scale"]}
+            "nonzero_inputs": r["nonzero_inputs"], "scale": r["scale"], "error": r["error"]}

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "precsim/sim/analysis/allreduce_error.h"
 #include "precsim/sim/parallel/allreduce.h"
 #include "py_common.h"
 
@@ -23,9 +24,16 @@ void bind_allreduce(nb::module_& m) {
     std::vector<std::span<const float>> spans;
     for (const auto& g : grads) spans.emplace_back(g.data(), g.size());
     AllReduceResult r;
+    ReductionError err;
     {
       nb::gil_scoped_release release;
       r = allreduce(spans, cfg);
+      // Against the exact sum (or mean), as `precsim allreduce` reports it: rank 0's result.
+      std::vector<std::vector<float>> copies;
+      for (const auto& g : spans) copies.emplace_back(g.begin(), g.end());
+      const std::vector<double> exact =
+          exact_reduction(copies, cfg.average == AverageMode::kSum ? 1.0 : double(cfg.workers));
+      if (!r.ranks.empty()) err = reduction_error(r.ranks[0], exact);
     }
     // Every rank's buffer as a NumPy array that owns its copy.
     nb::list ranks;
@@ -40,6 +48,11 @@ void bind_allreduce(nb::module_& m) {
     d["scale"] = r.scale;
     d["stats"] = r.stats;
     d["nonzero_inputs"] = r.nonzero_inputs;
+    nb::dict e;
+    e["rel_err_norm"] = err.rel_err_norm;
+    e["rel_err_max"] = err.rel_err_max;
+    e["mean_rel_bias"] = err.mean_rel_bias;
+    d["error"] = e;
     return d;
   }, nb::arg("grads"), nb::arg("algorithm"), nb::arg("format"), nb::arg("average"), nb::arg("hook"));
   m.def("fsdp_predivide_factor", &fsdp_predivide_factor, nb::arg("workers"));
