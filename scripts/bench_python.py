@@ -1,7 +1,8 @@
 """The Python section of scripts/bench.sh: precsim.quantize on 2^24 float32 from Python against the
 thinnest call of the same C++ kernel (the bare binding) and against quantize_bench's C++ figure from
 the same run when there is one; against ml_dtypes' astype round trip; precsim.torch.Linear under
-bf16-amp (forward and backward, 1024x1024, batch 256) against torch's own float32 nn.Linear.
+bf16-amp (forward and backward, 1024x1024, batch 256) against torch's own float32 nn.Linear; and
+np.copyto of the same array, the memory-bandwidth floor of any one-pass quantizer.
 Fastest of the repetitions (the best estimate on a busy machine).
 
 usage: bench_python.py OUT_JSON [QUANTIZE_BENCH_JSON]"""
@@ -46,6 +47,8 @@ def quantize_rows(res, qbench):
         import ml_dtypes
     except ImportError:
         ml_dtypes = None
+    # The memory floor: one read and one write of every element, what any one-pass quantizer costs.
+    res["copy_ns"] = best(lambda: np.copyto(y, x)) / n * 1e9
     for fmt, ml in (("e4m3", "float8_e4m3fn"), ("e2m1", "float4_e2m1fn"), ("bf16", "bfloat16")):
         f, o = precsim.Format(fmt), precsim.QuantOptions()
         api = best(lambda: precsim.quantize(x, fmt, out=y)) / n * 1e9
@@ -96,6 +99,8 @@ def main():
         print(f"| {r['format']} | {r['python_ns']:.3f} | {r['binding_ns']:.3f} | {r['python_ns'] / r['binding_ns']:.2f} | "
               + (f"{c:.3f} | {r['python_ns'] / c:.2f}" if c else "- | -") + " | "
               + (f"{ml:.2f} | {ml / r['python_ns']:.1f}" if ml else "- | -") + " |")
+    print(f"\nnp.copyto of the same array (one read, one write: the floor of a one-pass quantizer): "
+          f"{res['copy_ns']:.3f} ns/element")
     lin = res["linear"]
     if "skipped" in lin:
         print(f"\nprecsim.torch.Linear: skipped ({lin['skipped']})")
