@@ -125,9 +125,10 @@ TEST(TransformerTrain, Bf16AmpTracksTheReference) {
   const EvalResult er = run.ref.evaluate(run.ref_state, run.data), eb = run.trainers[0]->evaluate(run.states[0], run.data);
   std::printf("bf16: ref %.4f bf16 %.4f gap %.5f grad err %.4g heldout %.6f vs %.6f\n", ref_loss.back(), bf_loss.back(),
               gap, err, er.loss, eb.loss);
-  // Measured: gap 0.00243 (the README's "within 0.003"), held-out 0.00297, gradient error 0.0145.
+  // Measured: gap -0.00064 (the README's "within 0.003"), held-out 0.00534, gradient error 0.0145
+  // (with the optimizer rounding as torch.optim does; before, one rounding more: 0.00243, 0.00297).
   EXPECT_LT(std::fabs(gap), 0.003);
-  EXPECT_LT(std::fabs(eb.loss - er.loss), 0.0045);
+  EXPECT_LT(std::fabs(eb.loss - er.loss), 0.008);
   EXPECT_LT(err, 0.022);
   EXPECT_GT(err, 0.0097);  // bf16 is not exact: the shadow gradient does differ
 }
