@@ -1,11 +1,12 @@
 // Differential test against MMA-Sim (Xie et al., arXiv:2511.10909; `pip install mmasim`, pinned by
 // scripts/setup.sh; tests/mmasim_reference.py does its side): every GPU preset, the FP16-output
 // variants and the block-scaled Blackwell presets against the instruction each models, bit for
-// bit, on random operands of four kinds (normal, wide exponent range with subnormals, cancelling,
-// half zeros), through accum_dot (the scalar model, with a random C) and through gemm() (the
-// vector kernels and the block-scaled path, C = 0). The interpreter is $PRECSIM_VENV_PYTHON,
-// else build/venv/bin/python of the source tree; without mmasim the test is skipped, or fails
-// where CI or PRECSIM_REQUIRE_ORACLES is set. MMA-Sim is a test oracle only, never a dependency.
+// bit, on five kinds of operands (normal; wide exponent range with subnormals; cancelling, with
+// scale blocks that cancel under the largest scales; half zeros; probes of the exponent zeros
+// align at), through accum_dot (the scalar model, with C) and gemm() (the vector kernels and the
+// block-scaled path, C = 0). The interpreter is $PRECSIM_VENV_PYTHON, else build/venv/bin/python
+// of the source tree; without mmasim the test is skipped, or fails where CI or
+// PRECSIM_REQUIRE_ORACLES is set. MMA-Sim is a test oracle only, never a dependency.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,14 +86,15 @@ const Case kCases[] = {
      16},
 };
 
-enum class Dist { kNormal, kWide, kCancel, kZeros };
-constexpr Dist kDists[] = {Dist::kNormal, Dist::kWide, Dist::kCancel, Dist::kZeros};
+enum class Dist { kNormal, kWide, kCancel, kZeros, kFloor };
+constexpr Dist kDists[] = {Dist::kNormal, Dist::kWide, Dist::kCancel, Dist::kZeros, Dist::kFloor};
 const char* name(Dist d) {
   switch (d) {
     case Dist::kNormal: return "normal";
     case Dist::kWide: return "wide";
     case Dist::kCancel: return "cancel";
     case Dist::kZeros: return "zeros";
+    case Dist::kFloor: return "floor";
   }
   return "?";
 }
@@ -125,6 +127,46 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
+// a * b == 2^t with a a value of af and b of bf (powers of two, the exponent split evenly), and
+// the product's alignment exponent (each factor's binade, subnormals at e_min) at most `below`;
+// false if there is none.
+bool power_product(const Format& af, const Format& bf, int t, int below, float& a, float& b) {
+  const int eb = -((-t) / 2), ea = t - eb;  // eb = ceil(t / 2) for t < 0
+  auto fits = [](const Format& f, int e) { return e >= f.emin() - f.man_bits && e <= f.emax() - 1; };
+  if (!fits(af, ea) || !fits(bf, eb) || std::max(ea, af.emin()) + std::max(eb, bf.emin()) > below) return false;
+  a = static_cast<float>(std::ldexp(1.0, ea));
+  b = static_cast<float>(std::ldexp(1.0, eb));
+  return true;
+}
+
+// Probes of the exponent zeros align at (the floor): with C = 0 and every product below it, a
+// result on a rounding boundary (half the smallest FP16 subnormal, nearest-even; twice the
+// smallest FP32 subnormal, toward zero) plus or minus one unit of the floor's last kept bit,
+// 2^(floor - F + d) with d = 0 (kept) or -1 (dropped). false where the operand formats cannot
+// form such products (their products never fall below the floor: it is unobservable).
+bool floor_probe(const AccumModel& m, const Format& af, const Format& bf, Data& x) {
+  const Format& acc = m.acc;
+  const bool nearest = m.block.final_rounding == Rounding::kNearestEven;
+  const int t1 = nearest ? acc.emin() - acc.man_bits - 1 : acc.emin() - acc.man_bits + 1;
+  const int floor = m.block.align_exp_floor;
+  float a0, b0, a1[2], b1[2];
+  if (!power_product(af, bf, t1, floor, a0, b0)) return false;
+  for (int d = 0; d < 2; ++d)
+    if (!power_product(af, bf, floor - m.block.frac_bits - d, floor, a1[d], b1[d]) || b1[d] != b1[0]) return false;
+  std::fill(x.a.begin(), x.a.end(), 0.0f);
+  std::fill(x.b.begin(), x.b.end(), 0.0f);
+  std::fill(x.c.begin(), x.c.end(), 0.0f);
+  for (int64_t j = 0; j < kN; ++j) {
+    x.b[j * kK] = b0;
+    x.b[j * kK + 1] = b1[0];
+  }
+  for (int64_t i = 0; i < kM; ++i) {
+    x.a[i * kK] = a0;
+    x.a[i * kK + 1] = (nearest ? 1 : -1) * a1[i % 2];
+  }
+  return true;
+}
+
 Data make_data(const Case& cs, const AccumModel& model, Dist d, uint64_t seed) {
   const Format af = format_by_name(cs.a_fmt), bf = format_by_name(cs.b_fmt);
   Gen g(seed);
@@ -155,6 +197,10 @@ Data make_data(const Case& cs, const AccumModel& model, Dist d, uint64_t seed) {
         c = static_cast<float>(round_to(acc, -s));
       }
     }
+  if (d == Dist::kFloor && cs.scale_block == 0 && !floor_probe(model, af, bf, x)) {
+    for (auto& v : x.a) v = g.value(af, af.emin() - af.man_bits, af.emin());  // tiny operands
+    for (auto& c : x.c) c = 0.0f;
+  }
   if (cs.scale_block > 0) {
     x.groups = kK / cs.scale_block;
     const Format sf = format_by_name(cs.ue4m3 ? "e4m3" : "e8m0");
@@ -169,6 +215,19 @@ Data make_data(const Case& cs, const AccumModel& model, Dist d, uint64_t seed) {
     x.sb.resize(kN * x.groups);
     for (auto& v : x.sa) v = scale();
     for (auto& v : x.sb) v = scale();
+    if (d == Dist::kCancel) {
+      // The first scale block of every instruction cancels exactly under the largest scales:
+      // it still sets the alignment, so the running sum (C) loses its low bits.
+      const int64_t n = model.block.block_size;
+      const float big = cs.ue4m3 ? 448.0f : 0x1p20f;
+      for (int64_t k0 = 0; k0 < kK; k0 += n) {
+        for (int64_t r = 0; r < kM; ++r) {
+          for (int64_t k = k0 + 1; k < k0 + cs.scale_block; k += 2) x.a[r * kK + k] = -x.a[r * kK + k - 1];
+          x.sa[r * x.groups + k0 / cs.scale_block] = big;
+        }
+        for (int64_t r = 0; r < kN; ++r) x.sb[r * x.groups + k0 / cs.scale_block] = big;
+      }
+    }
   }
   return x;
 }
