@@ -10,6 +10,7 @@
 
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/train/recipe_gemm.h"
 
 namespace precsim {
 namespace {
@@ -116,6 +117,20 @@ TEST(BlockScaledMma, RefusesWhatTheInstructionCannotTake) {
   EXPECT_EQ(error_of("b200-mxf4", scaled_args(64, "e2m1", pow2, 32), a), "");
   EXPECT_THROW(parse_accum_model("b200-mxf4:promote=128"), std::invalid_argument);
   EXPECT_THROW(parse_accum_model("h100:group=16"), std::invalid_argument);
+}
+
+TEST(BlockScaledMma, RecipesRefuseThemForNow) {
+  GemmSpec spec;
+  spec.accum = "b200-mxf4nvf4";
+  try {
+    RecipeGemm g(GemmPass::kForward, spec, 1, 0);
+    FAIL() << "a recipe GEMM took " << spec.accum;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'b200-mxf4nvf4' applies block scales inside the instruction"),
+              std::string::npos) << e.what();
+  }
+  spec.accum = "b200-fp8-f16acc";
+  EXPECT_NO_THROW(RecipeGemm(GemmPass::kForward, spec, 1, 0));
 }
 
 }  // namespace

@@ -127,17 +127,17 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
-// a * b == 2^t with a a value of af and b of bf (powers of two, the exponent split evenly), and
-// the product's alignment exponent (each factor's binade, subnormals at e_min) at most `below`;
-// false if there is none.
-bool power_product(const Format& af, const Format& bf, int t, int below, float& a, float& b) {
-  const int eb = -((-t) / 2), ea = t - eb;  // eb = ceil(t / 2) for t < 0
+// a * b == 2^t with a a value of af and b = 2^eb of bf (powers of two), and the product's
+// alignment exponent (each factor's binade, subnormals at e_min) at most `below`; false if none.
+bool power_product(const Format& af, const Format& bf, int t, int eb, int below, float& a, float& b) {
+  const int ea = t - eb;
   auto fits = [](const Format& f, int e) { return e >= f.emin() - f.man_bits && e <= f.emax() - 1; };
   if (!fits(af, ea) || !fits(bf, eb) || std::max(ea, af.emin()) + std::max(eb, bf.emin()) > below) return false;
   a = static_cast<float>(std::ldexp(1.0, ea));
   b = static_cast<float>(std::ldexp(1.0, eb));
   return true;
 }
+int half_up(int t) { return -((-t) / 2); }  // ceil(t / 2) for t <= 0
 
 // Probes of the exponent zeros align at (the floor): with C = 0 and every product below it, a
 // result on a rounding boundary (half the smallest FP16 subnormal, nearest-even; twice the
@@ -148,17 +148,17 @@ bool floor_probe(const AccumModel& m, const Format& af, const Format& bf, Data& 
   const Format& acc = m.acc;
   const bool nearest = m.block.final_rounding == Rounding::kNearestEven;
   const int t1 = nearest ? acc.emin() - acc.man_bits - 1 : acc.emin() - acc.man_bits + 1;
-  const int floor = m.block.align_exp_floor;
-  float a0, b0, a1[2], b1[2];
-  if (!power_product(af, bf, t1, floor, a0, b0)) return false;
-  for (int d = 0; d < 2; ++d)
-    if (!power_product(af, bf, floor - m.block.frac_bits - d, floor, a1[d], b1[d]) || b1[d] != b1[0]) return false;
+  const int floor = m.block.align_exp_floor, t2 = floor - m.block.frac_bits;
+  float a0, b0, a1[2], b1;
+  if (!power_product(af, bf, t1, half_up(t1), floor, a0, b0)) return false;
+  for (int d = 0; d < 2; ++d)  // one B for both rows: a1 carries d
+    if (!power_product(af, bf, t2 - d, half_up(t2), floor, a1[d], b1)) return false;
   std::fill(x.a.begin(), x.a.end(), 0.0f);
   std::fill(x.b.begin(), x.b.end(), 0.0f);
   std::fill(x.c.begin(), x.c.end(), 0.0f);
   for (int64_t j = 0; j < kN; ++j) {
     x.b[j * kK] = b0;
-    x.b[j * kK + 1] = b1[0];
+    x.b[j * kK + 1] = b1;
   }
   for (int64_t i = 0; i < kM; ++i) {
     x.a[i * kK] = a0;
