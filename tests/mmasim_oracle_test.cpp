@@ -151,8 +151,10 @@ bool floor_probe(const AccumModel& m, const Format& af, const Format& bf, Data& 
   const int floor = m.block.align_exp_floor, t2 = floor - m.block.frac_bits;
   float a0, b0, a1[2], b1;
   if (!power_product(af, bf, t1, half_up(t1), floor, a0, b0)) return false;
-  for (int d = 0; d < 2; ++d)  // one B for both rows: a1 carries d
-    if (!power_product(af, bf, t2 - d, half_up(t2), floor, a1[d], b1)) return false;
+  // One B for both rows (a1 carries d), small enough that 2^(t2 - 1) / B is still a value of af.
+  const int eb = std::min(half_up(t2), t2 - 1 - (af.emin() - af.man_bits));
+  for (int d = 0; d < 2; ++d)
+    if (!power_product(af, bf, t2 - d, eb, floor, a1[d], b1)) return false;
   std::fill(x.a.begin(), x.a.end(), 0.0f);
   std::fill(x.b.begin(), x.b.end(), 0.0f);
   std::fill(x.c.begin(), x.c.end(), 0.0f);
