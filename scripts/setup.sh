@@ -52,6 +52,16 @@ if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import nanobind, scikit
   timeout 1800 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]:1}" >/dev/null 2>&1 ||
     echo "setup: some of ${pins[*]:1} could not be installed from PyPI; tests that need them say so" >&2
 fi
+# MMA-Sim: the Tensor Core models' test oracle (tests/mmasim_oracle_test.cpp), never a runtime
+# dependency. Its own dependencies are torch (pinned above), setuptools and ninja (torch compiles its
+# small CPU kernel at import), so it goes into the same venv without changing NumPy or torch. Best
+# effort, after torch: without it the oracle test is skipped, or fails under scripts/test.sh.
+mmasim_pins=("mmasim==2.1.1" "ninja==1.13.2")
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null &&
+   ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mmasim') != '${mmasim_pins[0]#mmasim==}')" 2>/dev/null; then
+  timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${mmasim_pins[@]}" >/dev/null 2>&1 ||
+    echo "setup: ${mmasim_pins[*]} could not be installed from PyPI; the MMA-Sim oracle test fails under scripts/test.sh" >&2
+fi
 # The package: CMake builds it in build/ (target precsim_python, the same libraries and objects as
 # the CLI, so nothing is compiled twice) and a .pth file puts build/python on the venv's path. Only
 # when `import precsim` fails; later builds of build/ keep it current. `pip install .` installs a

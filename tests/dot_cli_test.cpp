@@ -50,4 +50,29 @@ TEST(DotCli, BadInputExitsTwoNamingTheValue) {
   EXPECT_NE(num.out.find("abc"), std::string::npos) << num.out;
 }
 
+TEST(DotCli, Fp16OutputPicksThePresetsFp16Variant) {
+  // 1 + 2^-11 is half an FP16 ulp above 1: the FP16-output V100 instruction rounds it to even (1),
+  // the FP32 one keeps it.
+  const std::string probe = " --a 1,0x1p-11 --b 1,1 --json";
+  const CliRun f16 = run("dot --model v100 --output-format fp16" + probe);
+  ASSERT_EQ(f16.rc, 0) << f16.out;
+  const auto j = nlohmann::json::parse(f16.out);
+  EXPECT_EQ(j["config"]["model"]["name"], "v100-f16acc");
+  EXPECT_EQ(j["config"]["accumulator_format"]["name"], "fp16");
+  EXPECT_EQ(j["results"]["result"].get<double>(), 1.0);
+  const CliRun f32 = run("dot --model v100" + probe);
+  ASSERT_EQ(f32.rc, 0) << f32.out;
+  EXPECT_EQ(nlohmann::json::parse(f32.out)["results"]["result"].get<double>(), 1.0 + 0x1p-11);
+  // A preset's own keys stay: F=10 drops the 2^-11 product before the rounding.
+  const CliRun keyed = run("dot --model v100:F=10 --output-format fp16 --a 1,0x1.8p-11 --b 1,1 --json");
+  ASSERT_EQ(keyed.rc, 0) << keyed.out;
+  EXPECT_EQ(nlohmann::json::parse(keyed.out)["results"]["result"].get<double>(), 1.0);
+  for (const char* none : {"a100-tf32", "b200-mxf4nvf4", "h100-fp8-promote", "block:n=8"}) {
+    const CliRun r = run(std::string("dot --model ") + none + " --output-format fp16 --a 1 --b 1");
+    EXPECT_EQ(r.rc, 2) << none;
+    EXPECT_NE(r.out.find("has no FP16-output variant"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("presets with one: v100, t4"), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace

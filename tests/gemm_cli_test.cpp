@@ -66,6 +66,19 @@ TEST(GemmCli, RefusesShapesThatDoNotFitAndBadModels) {
   EXPECT_NE(unknown.out.find("'h900'"), std::string::npos) << unknown.out;
   const CliRun missing = run_err("gemm --a /nonexistent/a.npy --b /nonexistent/b.npy");
   EXPECT_EQ(missing.rc, 2);
+  const CliRun no_f16 = run_err("gemm --m 4 --n 4 --k 16 --model h100,h100-tf32 --output-format fp16");
+  EXPECT_EQ(no_f16.rc, 2);
+  EXPECT_NE(no_f16.out.find("'h100-tf32' has no FP16-output variant"), std::string::npos) << no_f16.out;
+}
+
+TEST(GemmCli, OutputFormatFp16UsesTheFp16OutputInstruction) {
+  const CliRun r = run("gemm --m 4 --n 4 --k 64 --a-format fp16 --b-format fp16 --model h100,b200 "
+                       "--output-format fp16 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["models"][0]["name"], "h100-f16acc");
+  EXPECT_EQ(j["config"]["models"][1]["name"], "b200-f16acc");
+  EXPECT_EQ(j["config"]["models"][1]["acc"], "fp16");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
 #include "reference_rounding.h"
+#include "support/python_oracle.h"
 
 namespace precsim {
 namespace {
@@ -56,11 +57,6 @@ const Dtype kDtypes[] = {
     {"int4", "int4", false},
 };
 
-std::string python() {
-  if (const char* p = std::getenv("PRECSIM_VENV_PYTHON"); p && *p) return p;
-  return std::string(PRECSIM_SOURCE_DIR) + "/build/venv/bin/python";
-}
-
 class MlDtypes : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -76,7 +72,7 @@ class MlDtypes : public ::testing::Test {
     write_npy(dir_ / "in.npy", "<f4", {xs.size()}, xs.data(), xs.size() * 4);
     // Built by appending: GCC 12 warns falsely (-Wrestrict, PR 105651) on "literal" + string&&.
     std::string cmd = "'";
-    cmd += python();
+    cmd += testing::oracle_python();
     cmd += "' '" PRECSIM_SOURCE_DIR "/tests/ml_dtypes_reference.py' '";
     cmd += (dir_ / "in.npy").string();
     cmd += "' '";
@@ -88,21 +84,11 @@ class MlDtypes : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  // The helper exits 3 when ml_dtypes cannot be imported, the shell 126/127 when the interpreter
-  // cannot run: the tests are then skipped (CTest shows them as skipped), or fail under CI (CI or
-  // PRECSIM_REQUIRE_ORACLES set, as scripts/test.sh does). Any other failure of the helper fails them.
   void SetUp() override {
-    if (status_ == 0) return;
-    const std::string why = "ml_dtypes reference failed (" + python() + " exited " + std::to_string(status_) + ")";
-    if (status_ != 3 && status_ != 126 && status_ != 127) FAIL() << why;
-    if (oracle_required()) FAIL() << why << ": ml_dtypes is required where CI or PRECSIM_REQUIRE_ORACLES is set";
-    GTEST_SKIP() << why << ": no Python with ml_dtypes; set PRECSIM_VENV_PYTHON or run scripts/setup.sh";
-  }
-
-  static bool oracle_required() {
-    for (const char* var : {"CI", "PRECSIM_REQUIRE_ORACLES"})
-      if (const char* v = std::getenv(var); v && *v && std::string(v) != "0") return true;
-    return false;
+    const testing::OracleStatus s = testing::oracle_status(status_, "ml_dtypes");
+    if (s.ran) return;
+    if (!s.skip) FAIL() << s.why;
+    GTEST_SKIP() << s.why;
   }
 
   static uint64_t code_at(const NpyArray& a, size_t i) {

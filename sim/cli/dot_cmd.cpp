@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "accum_model_arg.h"
 #include "cli_common.h"
 #include "cli_parse.h"
 #include "precsim/formats/rounding.h"
@@ -24,10 +25,6 @@ struct Args {
   OutputOptions out;
 };
 
-AccumModel parse_model_arg(const std::string& spec) {
-  return or_usage_error("--model", [&] { return parse_accum_model(spec); });
-}
-
 // Values given as text, each a value of f that a float holds.
 std::vector<float> parse_values(const char* option, const std::vector<std::string>& text, const Format& f) {
   std::vector<float> v;
@@ -43,12 +40,7 @@ std::vector<float> parse_values(const char* option, const std::vector<std::strin
 }
 
 void run(const Args& args) {
-  AccumModel model = parse_model_arg(args.model);
-  if (!args.output_format.empty()) {
-    const Format of = parse_format_arg("--output-format", args.output_format);
-    model = parse_model_arg(to_spec(model) + ":acc=" + of.name);
-    model.name = args.model + " with --output-format " + of.name;
-  }
+  const AccumModel model = accum_model_arg("--model", args.model, args.output_format);
   if (model.kind == AccumKind::kUnordered)
     throw UsageError("--model unordered has no defined summation order; `precsim dot` needs an ordered model");
   const std::string in_name = !args.input_format.empty() ? args.input_format
@@ -110,7 +102,8 @@ const Registrar reg(40, [](CLI::App& app) {
   cmd->add_option("--b", a->b, "b0,b1,...")->required()->delimiter(',');
   cmd->add_option("--c", a->c, "the accumulator's initial value, a value of the accumulator format (default 0)");
   cmd->add_option("--input-format", a->input_format, "format of a and b (default fp16 for block models, else fp32)");
-  cmd->add_option("--output-format", a->output_format, "accumulator (output) format; same as adding :acc=F to the spec");
+  cmd->add_option("--output-format", a->output_format, "accumulator (output) format: fp16 on a Tensor Core preset picks its FP16-output "
+                  "variant (<preset>-f16acc); other formats add :acc=F to the spec");
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });
 });

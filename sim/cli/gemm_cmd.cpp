@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "accum_model_arg.h"
 #include "cli_common.h"
 #include "cli_parse.h"
 #include "precsim/formats/quantize.h"
@@ -26,7 +27,7 @@ namespace {
 
 struct Args {
   int64_t m = 256, n = 256, k = 1024;
-  std::string a_format = "bf16", b_format = "bf16", out_format = "fp32";
+  std::string a_format = "bf16", b_format = "bf16", out_format = "fp32", output_format;
   std::vector<std::string> models = {"fp32-seq"};
   std::string dist = "normal";
   std::string a_npy, b_npy;
@@ -93,8 +94,7 @@ void check_memory(const Plan& p) {
 
 Plan plan(const Args& args) {
   Plan p;
-  for (const auto& spec : args.models)
-    p.models.push_back(or_usage_error("--model", [&] { return parse_accum_model(spec); }));
+  for (const auto& spec : args.models) p.models.push_back(accum_model_arg("--model", spec, args.output_format));
   p.af = parse_format_arg("--a-format", args.a_format);
   p.bf = parse_format_arg("--b-format", args.b_format);
   p.of = parse_format_arg("--out-format", args.out_format);
@@ -205,6 +205,8 @@ const Registrar reg(41, [](CLI::App& app) {
   cmd->add_option("--a-format", a->a_format, "format of A's values (operands are rounded to nearest-even into it)")->capture_default_str();
   cmd->add_option("--b-format", a->b_format, "format of B's values")->capture_default_str();
   cmd->add_option("--out-format", a->out_format, "format of C")->capture_default_str();
+  cmd->add_option("--output-format", a->output_format, "accumulator (output) format of every model: fp16 picks each "
+                  "Tensor Core preset's FP16-output variant (<preset>-f16acc), as precsim dot does");
   cmd->add_option("--model", a->models, "preset(s) or spec(s), comma-separated: " + known_accum_model_names())
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--dist", a->dist, kGemmOperandDists)->capture_default_str();

@@ -63,7 +63,7 @@ int system_info(PrecsimGpuSystem* sys, PrecsimGpuDevice* devices, int max_device
 }
 
 AccumModel model_for(int type, int fast_accum, bool fp16_acc) {
-  if (fp16_acc) return parse_accum_model("h100:acc=fp16:ofb=10:final=nearest-even");
+  if (fp16_acc) return parse_accum_model("h100-f16acc");
   if (type == PRECSIM_GPU_TF32) return parse_accum_model("h100-tf32");
   if (type == PRECSIM_GPU_F32) return parse_accum_model("fp32-seq");
   if (type >= PRECSIM_GPU_E4M3) return parse_accum_model(fast_accum ? "h100-fp8-fast" : "h100-fp8-promote");
@@ -107,7 +107,7 @@ Instr instr(int i) {
     case PRECSIM_GPU_WMMA_F16_F32: return {PRECSIM_GPU_F16, PRECSIM_GPU_F32, 16, "h100"};
     case PRECSIM_GPU_WMMA_BF16_F32: return {PRECSIM_GPU_BF16, PRECSIM_GPU_F32, 16, "h100"};
     case PRECSIM_GPU_WMMA_TF32_F32: return {PRECSIM_GPU_TF32, PRECSIM_GPU_F32, 8, "h100-tf32"};
-    case PRECSIM_GPU_WMMA_F16_F16: return {PRECSIM_GPU_F16, PRECSIM_GPU_F16, 16, "h100:acc=fp16:ofb=10:final=nearest-even"};
+    case PRECSIM_GPU_WMMA_F16_F16: return {PRECSIM_GPU_F16, PRECSIM_GPU_F16, 16, "h100-f16acc"};
     case PRECSIM_GPU_MMA_E4M3_F32: return {PRECSIM_GPU_E4M3, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
     case PRECSIM_GPU_MMA_E5M2_F32: return {PRECSIM_GPU_E5M2, PRECSIM_GPU_F32, 32, "h100-fp8-fast"};
     case PRECSIM_GPU_WGMMA_F16_F32: return {PRECSIM_GPU_F16, PRECSIM_GPU_F32, 16, "h100"};

@@ -27,9 +27,8 @@ void split(double x, uint64_t& sig, int& exp) {
   exp = e - 53;
 }
 
-// A non-zero operand value of format f as M * 2^(e - f.man_bits), M an integer, e the exponent
-// of its binade clamped to f's smallest normal exponent (subnormals keep e_min), as the block-FMA
-// model decomposes inputs. false: the value counts as zero.
+}  // namespace
+
 bool decompose(float x, const Format& f, bool subnormals, uint64_t& M, int& e) {
   if (x == 0) return false;
   const float ax = std::fabs(x);
@@ -45,7 +44,29 @@ bool decompose(float x, const Format& f, bool subnormals, uint64_t& M, int& e) {
   return true;
 }
 
-}  // namespace
+bool special_block(const DotOperands& x, int64_t begin, int64_t end, double c, double& out, uint32_t& st) {
+  bool nan = std::isnan(c), pinf = c == INFINITY, ninf = c == -INFINITY;
+  bool special = nan || pinf || ninf;
+  for (int64_t i = begin; i < end && !special; ++i)
+    special = !std::isfinite(x.a[i * x.sa]) || !std::isfinite(x.b[i * x.sb]);
+  if (!special) return false;
+  for (int64_t i = begin; i < end; ++i) {
+    const float a = x.a[i * x.sa], b = x.b[i * x.sb];
+    if (std::isnan(a) || std::isnan(b)) {
+      nan = true;
+    } else if (std::isinf(a) || std::isinf(b)) {
+      if (a == 0 || b == 0) nan = true;
+      else (std::signbit(a) != std::signbit(b) ? ninf : pinf) = true;
+    }
+  }
+  if (nan || (pinf && ninf)) {
+    st |= kNanResult;
+    out = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    out = pinf ? INFINITY : -INFINITY;
+  }
+  return true;
+}
 
 double round_value(const Format& f, const QuantOptions& o, double x, uint32_t& st) {
   if (is_native(f, o, fp64_format())) return x;
@@ -90,7 +111,9 @@ AccumEngine::AccumEngine(const AccumModel& m, const Format& a_fmt, const Format&
     }
     if (m.acc.emin() < -126 || m.acc.emax() > 127)
       throw std::invalid_argument("block-FMA model: output format '" + m.acc.name + "' must fit fp32");
+    if (m.block.in_instruction_scales) check_block_scaled_operands(m, a_fmt_, b_fmt_);
   }
+  scale_fmt_ = format_by_name(m.block.scale_ue4m3 ? "e4m3" : "e8m0");
   if (m.kind == AccumKind::kUnordered)
     throw std::invalid_argument("the unordered model has no defined summation order; use it in gemm only");
 }
@@ -124,7 +147,8 @@ double AccumEngine::dot_slice(const DotOperands& x, double c, uint32_t& st) cons
     case AccumKind::kPairwise: return pairwise(x, c, st);
     case AccumKind::kKahan: return kahan(x, c, st);
     case AccumKind::kExact: return exact(x, c, st);
-    case AccumKind::kBlockFma: return block_chain(x, c, st);
+    case AccumKind::kBlockFma: return m_.block.in_instruction_scales ? scaled_dot(x, DotScales{}, c, st)
+                                                                      : block_chain(x, c, st);
     case AccumKind::kUnordered: break;
   }
   throw std::logic_error("unreachable accumulation kind");
@@ -215,33 +239,8 @@ double AccumEngine::block_chain(const DotOperands& x, double c, uint32_t& st) co
 // exponent (c included), each truncated to F fraction bits, summed exactly, rounded once.
 double AccumEngine::block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st) const {
   const BlockFmaParams& bp = m_.block;
-  bool nan = std::isnan(c), pinf = c == INFINITY, ninf = c == -INFINITY;
-  bool special = nan || pinf || ninf;
-  for (int64_t i = begin; i < end && !special; ++i)
-    special = !std::isfinite(x.a[i * x.sa]) || !std::isfinite(x.b[i * x.sb]);
-  if (special) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float a = x.a[i * x.sa], b = x.b[i * x.sb];
-      if (std::isnan(a) || std::isnan(b)) {
-        nan = true;
-      } else if (std::isinf(a) || std::isinf(b)) {
-        if (a == 0 || b == 0) nan = true;
-        else (std::signbit(a) != std::signbit(b) ? ninf : pinf) = true;
-      }
-    }
-    if (nan || (pinf && ninf)) {
-      st |= kNanResult;
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    return pinf ? INFINITY : -INFINITY;
-  }
-  struct Term {
-    uint64_t sig;  // integer significand with `frac` fraction bits
-    int exp;       // exponent of the term (unnormalised significand in [0, 4) for products)
-    int frac;
-    bool neg;
-  };
-  Term terms[4097];
+  if (double r; special_block(x, begin, end, c, r, st)) return r;
+  BlockTerm terms[4097];
   int nt = 0;
   const int fp = a_fmt_.man_bits + b_fmt_.man_bits;
   for (int64_t i = begin; i < end; ++i) {
@@ -249,15 +248,20 @@ double AccumEngine::block(const DotOperands& x, int64_t begin, int64_t end, doub
     uint64_t ma, mb;
     int ea, eb;
     if (!decompose(a, a_fmt_, bp.in_subnormals, ma, ea) || !decompose(b, b_fmt_, bp.in_subnormals, mb, eb)) continue;
-    Term t{ma * mb, ea + eb, fp, std::signbit(a) != std::signbit(b)};
+    BlockTerm t{ma * mb, ea + eb, fp, std::signbit(a) != std::signbit(b)};
     if (bp.normalize_products) t.exp = (63 - std::countl_zero(t.sig)) - fp + t.exp;
     terms[nt++] = t;
   }
   {
     uint64_t mc;
     int ec;
-    if (decompose(static_cast<float>(c), m_.acc, true, mc, ec)) terms[nt++] = Term{mc, ec, m_.acc.man_bits, c < 0};
+    if (decompose(static_cast<float>(c), m_.acc, true, mc, ec)) terms[nt++] = BlockTerm{mc, ec, m_.acc.man_bits, c < 0};
   }
+  return fused_sum(terms, nt, st);
+}
+
+double AccumEngine::fused_sum(const BlockTerm* terms, int nt, uint32_t& st) const {
+  const BlockFmaParams& bp = m_.block;
   if (nt == 0) return 0.0;
   int E = bp.align_exp_floor;
   for (int i = 0; i < nt; ++i) E = std::max(E, terms[i].exp);

@@ -29,6 +29,22 @@ struct DotOperands {
   int64_t k;
 };
 
+// The block scales of one dot product's operands: a[q] and b[q] scale products
+// [q * block_k, (q + 1) * block_k); nullptr: every scale of that operand is 1.
+struct DotScales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int64_t block_k = 1;
+};
+
+// One term of a block's fused sum: |value| = sig * 2^(exp - frac), aligned by exp.
+struct BlockTerm {
+  uint64_t sig;
+  int exp;   // alignment exponent (products: unnormalised significand in [0, 4))
+  int frac;  // fraction bits of sig
+  bool neg;
+};
+
 class AccumEngine {
  public:
   // out_fmt: format split-K slices are combined in for the output/inplace schemes.
@@ -39,6 +55,10 @@ class AccumEngine {
   // kernel gives the same bits.
   bool native_f32() const { return native32_ && m_.kind == AccumKind::kSequential; }
   bool native_f64() const { return native64_ && m_.kind == AccumKind::kSequential; }
+  // c + sum of products for a model with in-instruction scales (inscale=1): instructions of n
+  // products chained in increasing k, each a block whose products (or groups) carry their
+  // scales exactly (scaled_block.cpp).
+  double scaled_dot(const DotOperands& x, const DotScales& s, double c, uint32_t& status) const;
   const AccumModel& model() const { return m_; }
   const Format& a_format() const { return a_fmt_; }
   const Format& b_format() const { return b_fmt_; }
@@ -51,9 +71,14 @@ class AccumEngine {
   double exact(const DotOperands& x, double c, uint32_t& st) const;
   double block_chain(const DotOperands& x, double c, uint32_t& st) const;
   double block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st) const;
+  double scaled_block(const DotOperands& x, const DotScales& s, int64_t begin, int64_t end, double c,
+                      uint32_t& st) const;
+  // Terms aligned to the largest exponent (or the floor), each truncated to F fraction bits,
+  // summed exactly and rounded once into the block's output format.
+  double fused_sum(const BlockTerm* terms, int nt, uint32_t& st) const;
 
   AccumModel m_;
-  Format a_fmt_, b_fmt_, out_fmt_, block_out_, fp32_;
+  Format a_fmt_, b_fmt_, out_fmt_, block_out_, fp32_, scale_fmt_;
   QuantOptions acc_opts_, block_opts_, promote_opts_;
   bool native32_ = false, native64_ = false;
 };
@@ -63,5 +88,16 @@ class AccumEngine {
 // sign places the exact sum strictly between s and its neighbour.
 double round_sum(const Format& f, const QuantOptions& o, double x, double y, uint32_t& st);
 double round_value(const Format& f, const QuantOptions& o, double x, uint32_t& st);
+
+// A non-zero value x of format f as M * 2^(e - f.man_bits), M an integer and e the exponent of
+// its binade clamped to f's smallest normal exponent (subnormals keep e_min), as the block-FMA
+// model decomposes inputs. false: x counts as zero (or is a subnormal that is flushed).
+bool decompose(float x, const Format& f, bool subnormals, uint64_t& M, int& e);
+// Throws std::invalid_argument unless a_fmt and b_fmt are operand formats of the block-scaled
+// instruction the model (inscale=1) stands for: fp8/fp6/fp4 (group 0), e2m1 (groups).
+void check_block_scaled_operands(const AccumModel& m, const Format& a_fmt, const Format& b_fmt);
+// The result of a block holding an Inf or NaN operand (or c), in `out`; false when every value
+// is finite. NaN for NaN inputs, Inf times zero and Infs of both signs, else the Inf.
+bool special_block(const DotOperands& x, int64_t begin, int64_t end, double c, double& out, uint32_t& st);
 
 }  // namespace precsim::detail

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,64 @@ AccumModel block(std::string name, int n, int frac, int floor, int split, std::s
   m.source = std::move(src) + "; " + kRef;
   m.description = std::move(desc);
   return m;
+}
+
+// Blackwell's block-scaled tcgen05.mma (MMA-Sim's ST-FDPA and GST-FDPA, docs/SOURCES.md): the
+// scale factors enter the fused sum, so a scale change moves the alignment of its products.
+void add_block_scaled_presets(std::vector<AccumModel>& p) {
+  const std::string src = std::string(kSrcMma) + " (tcgen05.mma block_scale); PTX ISA 8.7 tcgen05.mma";
+  AccumModel m = block("b200-mxf8f6f4", 32, 25, -133, 1, src + ", kind::mxf8f6f4",
+                       "B200 tcgen05 kind::mxf8f6f4: fp8/fp6/fp4 operands, UE8M0 scales per 32 k applied to each "
+                       "product inside the block of 32, 25 fraction bits, FP32 result truncated");
+  m.block.in_instruction_scales = true;
+  p.push_back(m);
+  m = block("b200-mxf4nvf4", 64, 35, -139, 1, src + ", kind::mxf4nvf4",
+            "B200 tcgen05 kind::mxf4nvf4 (NVFP4): e2m1 operands, UE4M3 scales per 16 k; groups of 16 products "
+            "summed exactly, scaled, aligned at 35 fraction bits over k=64, FP32 result truncated");
+  m.block.in_instruction_scales = true;
+  m.block.scale_group = 16;
+  m.block.scale_ue4m3 = true;
+  p.push_back(m);
+  m.name = "b200-mxf4";
+  m.source = src + ", kind::mxf4 and kind::mxf4nvf4 with .ue8m0; " + kRef;
+  m.description = "B200 tcgen05 kind::mxf4 (MXFP4): e2m1 operands, UE8M0 scales per 32 (or 16) k; groups of 16 "
+                  "products summed exactly, scaled, aligned at 35 fraction bits over k=64, FP32 result truncated";
+  m.block.scale_ue4m3 = false;
+  p.push_back(m);
+}
+
+// FP16-output variants (D = C in FP16): each block's exact truncated sum rounded to nearest FP16,
+// zeros aligned at the variant's own exponent (MMA-Sim e_zero for fp16 output).
+void add_fp16_output_presets(std::vector<AccumModel>& p) {
+  struct Variant {
+    const char* base;
+    int floor;
+    const char* instruction;
+  };
+  static const Variant kVariants[] = {
+      {"v100", -19, "mma.m8n8k4.f16.f16.f16.f16 (sm_70)"},
+      {"t4", -20, "mma.m16n8k8.f16.f16.f16.f16 (sm_75)"},
+      {"a100", -20, "mma.m16n8k16.f16.f16.f16.f16 (sm_80)"},
+      {"ada", -20, "mma.m16n8k16.f16.f16.f16.f16 (sm_89)"},
+      {"ada-fp8", -20, "mma.m16n8k32.f16.e4m3/e5m2.f16 (sm_89)"},
+      {"h100", -21, "wgmma.m64nNk16.f16.f16.f16 (sm_90a)"},
+      {"h100-fp8-fast", -21, "wgmma.m64nNk32.f16.e4m3/e5m2 (sm_90a)"},
+      {"b200", -21, "tcgen05.mma kind::f16 with f16 D (sm_100a)"},
+      {"b200-fp8", -21, "tcgen05.mma kind::f8f6f4 with f16 D (sm_100a)"},
+  };
+  for (const Variant& v : kVariants) {
+    const auto base = std::find_if(p.begin(), p.end(), [&](const AccumModel& m) { return m.name == v.base; });
+    AccumModel m = *base;
+    m.name = std::string(v.base) + "-f16acc";
+    m.acc = format_by_name("fp16");
+    m.block.out_frac_bits = m.acc.man_bits;
+    m.block.final_rounding = Rounding::kNearestEven;
+    m.block.align_exp_floor = v.floor;
+    m.source = std::string(kSrcMma) + " (e_zero " + std::to_string(v.floor) + ", RNE-FP16); " + kSrcFasi + "; " + kRef;
+    m.description = std::string(v.instruction) + ": as " + v.base +
+                    " but C and D in FP16, each block's result rounded to nearest-even FP16";
+    p.push_back(m);
+  }
 }
 
 std::vector<AccumModel> make_presets() {
@@ -107,6 +166,8 @@ std::vector<AccumModel> make_presets() {
                     "B200 tcgen05 fp16/bf16: blocks of 16, 25 fraction bits, FP32 result truncated"));
   p.push_back(block("b200-fp8", 32, 25, -133, 1, std::string(kSrcKm) + " B200TC.m (fma 32, neab 2); " + kSrcMma,
                     "B200 tcgen05 fp8/fp6/fp4: blocks of 32, 25 fraction bits, FP32 result truncated"));
+  add_block_scaled_presets(p);
+  add_fp16_output_presets(p);
   return p;
 }
 
@@ -148,6 +209,21 @@ SplitKScheme parse_scheme(std::string_view v) {
   bad(fmt::format("accumulation model: splitk_scheme '{}' unknown; allowed: compute, output, inplace", v));
 }
 
+void validate_in_instruction_scales(const AccumModel& m) {
+  const BlockFmaParams& b = m.block;
+  if (!b.in_instruction_scales) {
+    if (b.scale_group != 0 || b.scale_ue4m3)
+      bad("accumulation model: group and sfmt apply only with inscale=1 (scales applied inside the instruction)");
+    return;
+  }
+  if (b.scale_group < 0 || (b.scale_group > 0 && b.block_size % b.scale_group != 0))
+    bad(fmt::format("accumulation model: group={} must be 0 or divide n={}", b.scale_group, b.block_size));
+  if (m.promote_every != 0 || m.split_k != 1)
+    bad("accumulation model: inscale=1 models one block-scaled instruction chain; promote and splitk must be 0 and 1");
+  if (b.normalize_products || !b.in_subnormals)
+    bad("accumulation model: inscale=1 needs norm=0 and insub=1 (the block-scaled instructions' inputs)");
+}
+
 // Rejects parameter combinations the kernels cannot honour exactly.
 void validate(const AccumModel& m) {
   const Format& f = m.acc;
@@ -182,6 +258,7 @@ void validate(const AccumModel& m) {
       bad("accumulation model: final must be toward-zero or nearest-even");
     if (b.instruction_split < 1) bad("accumulation model: split must be >= 1");
     if (f.man_bits > 50) bad("accumulation model: the block model's output format must have at most 50 fraction bits");
+    validate_in_instruction_scales(m);
   }
 }
 
@@ -218,6 +295,13 @@ void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_se
     b.canonical_nan = parse_bool(key, v);
   } else if (key == "split") {
     b.instruction_split = parse_int(key, v);
+  } else if (key == "inscale") {
+    b.in_instruction_scales = parse_bool(key, v);
+  } else if (key == "group") {
+    b.scale_group = parse_int(key, v);
+  } else if (key == "sfmt") {
+    if (v != "ue8m0" && v != "ue4m3") bad(fmt::format("accumulation model: sfmt '{}' unknown; allowed: ue8m0, ue4m3", v));
+    b.scale_ue4m3 = v == "ue4m3";
   } else if (key == "promote") {
     m.promote_every = parse_int(key, v);
   } else if (key == "promote_round") {
@@ -230,7 +314,8 @@ void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_se
     m.tf32_rounding = parse_mode(key, v);
   } else {
     bad(fmt::format("accumulation model: unknown key '{}'; allowed: acc, round, fma, n, F, final, ofb, norm, "
-                    "floor, insub, outsub, cnan, split, promote, promote_round, splitk, splitk_scheme, tf32",
+                    "floor, insub, outsub, cnan, split, inscale, group, sfmt, promote, promote_round, splitk, "
+                    "splitk_scheme, tf32",
                     key));
   }
 }
@@ -242,6 +327,20 @@ AccumModel::AccumModel() : acc(fp32()) {}
 const std::vector<AccumModel>& accum_presets() {
   static const std::vector<AccumModel> p = make_presets();
   return p;
+}
+
+const AccumModel* fp16_output_variant(std::string_view name) {
+  const std::string want = std::string(name) + "-f16acc";
+  for (const auto& m : accum_presets())
+    if (m.name == want) return &m;
+  return nullptr;
+}
+
+std::string presets_with_fp16_output() {
+  std::string s;
+  for (const auto& m : accum_presets())
+    if (m.name.ends_with("-f16acc")) s += (s.empty() ? "" : ", ") + m.name.substr(0, m.name.size() - 7);
+  return s;
 }
 
 std::string known_accum_model_names() {
@@ -327,6 +426,9 @@ std::string to_spec(const AccumModel& m) {
                      int(b.normalize_products), b.align_exp_floor, int(b.in_subnormals),
                      int(b.out_subnormals), int(b.canonical_nan), b.instruction_split, m.promote_every,
                      to_string(m.promote_rounding));
+    // Only where set, so that the specs of the other models read as before.
+    if (b.in_instruction_scales)
+      s += fmt::format(":inscale=1:group={}:sfmt={}", b.scale_group, b.scale_ue4m3 ? "ue4m3" : "ue8m0");
   }
   s += fmt::format(":splitk={}:splitk_scheme={}:tf32={}", m.split_k, to_string(m.split_k_scheme),
                    to_string(m.tf32_rounding));
@@ -355,6 +457,11 @@ nlohmann::json to_json(const AccumModel& m) {
                 {"norm", b.normalize_products}, {"floor", b.align_exp_floor},
                 {"insub", b.in_subnormals},   {"outsub", b.out_subnormals},
                 {"cnan", b.canonical_nan},    {"split", b.instruction_split}};
+  if (b.in_instruction_scales) {
+    j["block"]["inscale"] = true;
+    j["block"]["group"] = b.scale_group;
+    j["block"]["sfmt"] = b.scale_ue4m3 ? "ue4m3" : "ue8m0";
+  }
   return j;
 }
 

@@ -11,6 +11,7 @@
 
 #include "accum_engine.h"
 #include "gemm_kernels.h"
+#include "in_instruction_gemm.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 
@@ -185,10 +186,15 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
   double scaled_alpha = alpha;
-  if (g.a_scales.scale || g.b_scales.scale) {
-    const ScaleGroups sg = scale_groups(g);
-    if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.data());
-    else accumulate_scaled<float>(model, eng, ka, sg, g, acc.data());
+  const bool in_instruction = model.kind == AccumKind::kBlockFma && model.block.in_instruction_scales;
+  if (in_instruction || g.a_scales.scale || g.b_scales.scale) {
+    if (in_instruction) {
+      detail::in_instruction_scaled_gemm(eng, ka, g.a_scales, g.b_scales, acc.data());
+    } else {
+      const ScaleGroups sg = scale_groups(g);
+      if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.data());
+      else accumulate_scaled<float>(model, eng, ka, sg, g, acc.data());
+    }
     const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
                              : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
     scaled_alpha = f64_acc ? alpha * t : to_f32(alpha * t);

@@ -158,8 +158,7 @@ void make_operands(OperandSet set, const Format& fa, const Format& fb, int64_t m
 
 std::vector<std::string> candidate_presets(const Format& in, bool fp16_accumulation) {
   if (fp16_accumulation)
-    return {"h100:acc=fp16:ofb=10:final=nearest-even", "a100:acc=fp16:ofb=10:final=nearest-even",
-            "seq:acc=fp16", "exact:acc=fp16"};
+    return {"h100-f16acc", "a100-f16acc", "seq:acc=fp16", "exact:acc=fp16"};
   if (in.name == "tf32") return {"h100-tf32", "a100-tf32", "fp32-seq", "exact"};
   if (in.bits() == 8) return {"h100-fp8-fast", "h100-fp8-promote", "ada-fp8", "b200-fp8", "exact"};
   if (in.name == "fp32") return {"fp32-seq", "fp32-fma", "pairwise", "exact"};

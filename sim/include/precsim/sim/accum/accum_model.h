@@ -20,6 +20,13 @@
 //   insub=0|1 outsub=0|1  block: subnormal inputs / results kept (0: flushed to zero)
 //   cnan=0|1            block: NaN results are the canonical NaN
 //   split=INT           block: blocks per MMA instruction (documentation of the hardware shape)
+//   inscale=0|1         block: block scales of the operands are applied inside the instruction
+//                       (Blackwell kind::mxf8f6f4, kind::mxf4nvf4): each product, or each group,
+//                       is scaled exactly before the alignment; gemm() with BlockScales then
+//                       takes this path instead of an FP32 multiply per block sum
+//   group=INT           inscale: products summed exactly in groups of this many, each group
+//                       aligned by its scale's exponent (mxf4nvf4: 16); 0: no groups (mxf8f6f4)
+//   sfmt=ue8m0|ue4m3    inscale: format of the scale factors (fixes their exponent decomposition)
 //   promote=INT         N_C: restart the inner accumulator every N_C products and add it to an
 //                       FP32 outer accumulator (0: never, "fast accumulation")
 //   promote_round=MODE  rounding of the outer FP32 add (default nearest-even, a CUDA-core add)
@@ -70,6 +77,9 @@ struct BlockFmaParams {
   bool out_subnormals = true;
   bool canonical_nan = true;
   int instruction_split = 1;
+  bool in_instruction_scales = false;  // inscale
+  int scale_group = 0;                 // group
+  bool scale_ue4m3 = false;            // sfmt: false UE8M0, true UE4M3
   friend bool operator==(const BlockFmaParams&, const BlockFmaParams&) = default;
 };
 
@@ -96,6 +106,11 @@ struct AccumModel {
 
 // All named presets, in display order.
 const std::vector<AccumModel>& accum_presets();
+// The preset modelling the FP16-output variant of preset `name`'s instruction (`<name>-f16acc`:
+// FP16 C and D, each block's result rounded to nearest FP16), or nullptr where it has none.
+const AccumModel* fp16_output_variant(std::string_view name);
+// The names of the presets that have one, comma-separated (for error messages).
+std::string presets_with_fp16_output();
 std::string known_accum_model_names();
 // A preset name, a spec or a JSON object (grammar above). Throws std::invalid_argument naming the
 // bad part and what is allowed (unknown presets list the names).
