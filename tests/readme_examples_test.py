@@ -83,7 +83,7 @@ def reads(args):
 
 
 def main():
-    precsim, readme_path, source = sys.argv[1:4]
+    precsim, readme_path, source = (os.path.abspath(a) for a in sys.argv[1:4])
     with open(readme_path) as f:
         readme = f.read()
     checked, failures = 0, []
