@@ -191,6 +191,8 @@ TEST_F(QuantizeSchemeCli, BadUseIsRefusedBeforeAnythingIsWritten) {
           "--scales");
   refused("quantize -f mxfp4 --input " + x() + " --input-format e4m3 --output '" + path("y.npy") + "'", "plain formats");
   refused("quantize -f e4m3 --input " + x() + " --scales '" + path("y.scales.npy") + "'", "block-scaling schemes");
+  refused("quantize -f mxfp4 --input " + x() + " --output '" + path("y.npy") + "' --scales '" + path("y.scales.npy") + "'",
+          "--scales goes with --codes");
   refused("quantize -f mxfp4:rule=wat --input " + x() + " --output '" + path("y.npy") + "'", "wat");
 }
 

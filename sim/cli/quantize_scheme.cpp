@@ -47,6 +47,7 @@ nlohmann::json write_packed(const QuantizeArgs& a, const std::string& scales_pat
 void run_scheme_array(const QuantizeArgs& a, const BlockScaling& s) {
   if (!a.input_format.empty())
     throw UsageError("--input-format applies to plain formats; '" + a.format + "' is a block-scaling scheme");
+  if (!a.scales.empty() && !a.codes) throw UsageError("--scales goes with --codes (the scales of the codes); without it --output holds values");
   const std::string scales_path = a.scales.empty() ? default_scales_path(a.output) : a.scales;
   if (!a.output.empty()) check_destination("--output", a.output);
   if (a.codes) {
