@@ -124,9 +124,27 @@ TEST(NpyFloats, EveryDtypeConvertsAndOthersAreNamed) {
   EXPECT_EQ(npy_to_floats(array_of("<f2", h, sizeof h, 2), "x.npy"), (std::vector<float>{1, -2}));
   const std::string bad = error_of([&] { npy_to_floats(array_of("<c8", d, 8, 1), "x.npy"); });
   EXPECT_TRUE(contains(bad, "'x.npy': dtype <c8 is not supported; allowed: <f4")) << bad;
-  NpyArray f = array_of("<f4", d, 8, 2);
+}
+
+// A 2x3x2 array written column-major reads back row-major: element (i, j, k) of a Fortran array
+// sits at i + 2 j + 6 k; the expectation is that formula, not the reordering code.
+TEST(NpyFloats, FortranOrderIsReadRowMajor) {
+  const std::vector<size_t> shape = {2, 3, 2};
+  std::vector<float> column_major(12);
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 3; ++j)
+      for (size_t k = 0; k < 2; ++k) column_major[i + 2 * j + 6 * k] = float(100 * i + 10 * j + k);
+  NpyArray f = array_of("<f4", column_major.data(), 48, 12);
+  f.shape = shape;
   f.fortran_order = true;
-  EXPECT_TRUE(contains(error_of([&] { npy_to_floats(f, "x.npy"); }), "Fortran-order"));
+  std::vector<float> want;
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 3; ++j)
+      for (size_t k = 0; k < 2; ++k) want.push_back(float(100 * i + 10 * j + k));
+  EXPECT_EQ(npy_to_floats(f, "x.npy"), want);
+  to_c_order(f);
+  EXPECT_FALSE(f.fortran_order);
+  EXPECT_EQ(std::vector<float>(f.as<float>(), f.as<float>() + 12), want);
 }
 
 TEST(NpyFloats, ReadsAFileWithItsShape) {

@@ -4,12 +4,18 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <cmath>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "../support/cli_run.h"
+#include "precsim/formats/quantize.h"
 #include "precsim/reports/npy.h"
+#include "precsim/sim/accum/accum_model.h"
+#include "precsim/sim/accum/gemm.h"
 
 namespace {
 
@@ -54,6 +60,87 @@ TEST(GemmCli, NpyOperandsAndShapeMismatch) {
   const CliRun mismatch = run_err("gemm --a " + (dir / "a.npy").string() + " --b " + (dir / "bad.npy").string());
   EXPECT_EQ(mismatch.rc, 2);
   EXPECT_NE(mismatch.out.find("A's columns must equal B's rows"), std::string::npos) << mismatch.out;
+  std::filesystem::remove_all(dir);
+}
+
+// A .npy written column-major (NumPy's Fortran order), as np.asfortranarray(x).tofile would.
+void write_fortran_npy(const std::string& path, const std::string& descr, std::vector<size_t> shape,
+                       const void* data, size_t bytes) {
+  std::string header = precsim::npy_header(descr, shape);
+  header.replace(header.find("False"), 5, "True ");
+  std::ofstream(path, std::ios::binary).write(header.data(), header.size()).write(static_cast<const char*>(data), bytes);
+}
+
+// --output: C is the library's gemm() on the operands rounded into their formats, bit for bit;
+// A given as a Fortran-order float16 array gives the same C as the same values in float32.
+TEST(GemmCli, OutputIsTheLibrarysProductAndReadsFloat16FortranOrder) {
+  const auto dir = std::filesystem::temp_directory_path() / "precsim_gemm_cli_output";
+  std::filesystem::create_directories(dir);
+  const int64_t m = 5, k = 300, n = 7;
+  std::vector<float> a(m * k), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7919) % 2003) / 256.0f - 3.5f;  // fp16 values
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::sin(static_cast<float>(i)) * 1e3f;
+  const std::string pa = (dir / "a.npy").string(), pb = (dir / "b.npy").string(), pc = (dir / "c.npy").string();
+  precsim::write_npy(pa, "<f4", {size_t(m), size_t(k)}, a.data(), a.size() * 4);
+  precsim::write_npy(pb, "<f4", {size_t(k), size_t(n)}, b.data(), b.size() * 4);
+  const CliRun r = run_err("gemm --a " + pa + " --b " + pb + " --model h100 --output " + pc);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote " + pc), std::string::npos) << r.out;
+  const precsim::NpyArray c = precsim::read_npy(pc);
+  ASSERT_EQ(c.descr, "<f4");
+  ASSERT_EQ(c.shape, (std::vector<size_t>{size_t(m), size_t(n)}));
+
+  precsim::GemmArgs g;
+  g.m = m, g.n = n, g.k = k;
+  g.a_format = g.b_format = precsim::format_by_name("bf16");
+  g.input_policy = precsim::InputPolicy::kTrust;
+  std::vector<float> qa = a, qb = b, want(m * n);
+  precsim::quantize(g.a_format, std::span<const float>(qa), std::span<float>(qa));
+  precsim::quantize(g.b_format, std::span<const float>(qb), std::span<float>(qb));
+  precsim::gemm(precsim::parse_accum_model("h100"), g, qa.data(), qb.data(), want.data());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(c.as<float>()[i], want[i]) << i;
+
+  // The same A as float16, stored column-major: element (i, p) at p * m + i.
+  std::vector<uint16_t> a16(m * k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      precsim::encode_array(precsim::format_by_name("fp16"), std::span<const float>(&a[i * k + p], 1), &a16[p * m + i]);
+    }
+  const std::string pa16 = (dir / "a16.npy").string(), pc16 = (dir / "c16.npy").string();
+  write_fortran_npy(pa16, "<f2", {size_t(m), size_t(k)}, a16.data(), a16.size() * 2);
+  ASSERT_EQ(run_err("gemm --a " + pa16 + " --b " + pb + " --model h100 --output " + pc16).rc, 0);
+  EXPECT_EQ(precsim::read_npy(pc16).data, c.data);
+
+  // One product per file: several models or K values are refused before any work.
+  const CliRun two = run_err("gemm --a " + pa + " --b " + pb + " --model h100,a100 --output " + pc16);
+  EXPECT_EQ(two.rc, 2);
+  EXPECT_NE(two.out.find("give one --model"), std::string::npos) << two.out;
+  std::filesystem::remove_all(dir);
+}
+
+// NaN and Inf operands are said, with how many outputs they reach.
+TEST(GemmCli, NonFiniteOperandsAreCounted) {
+  const auto dir = std::filesystem::temp_directory_path() / "precsim_gemm_cli_nan";
+  std::filesystem::create_directories(dir);
+  std::vector<float> a(4 * 8, 1.0f), b(8 * 32, 0.5f);
+  a[3] = NAN;       // row 0 of A: every output of row 0 is NaN (32 of them)
+  a[8 + 1] = INFINITY;  // row 1: Inf x 0.5 summed with finite values: Inf
+  const std::string pa = (dir / "a.npy").string(), pb = (dir / "b.npy").string();
+  precsim::write_npy(pa, "<f4", {4, 8}, a.data(), a.size() * 4);
+  precsim::write_npy(pb, "<f4", {8, 32}, b.data(), b.size() * 4);
+  const std::string rep = (dir / "r.json").string();
+  const CliRun r = run_err("gemm --a " + pa + " --b " + pb + " --model fp32-seq --out " + rep);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::ifstream in(rep);
+  const auto j = nlohmann::json::parse(in);
+  const auto& s = j["results"]["sweep"][0];
+  EXPECT_EQ(s["nonfinite_inputs"]["a"], 2);
+  EXPECT_EQ(s["nonfinite_inputs"]["b"], 0);
+  EXPECT_EQ(s["models"][0]["nan_outputs"], 32);
+  EXPECT_EQ(s["models"][0]["inf_outputs"], 32);
+  const std::string& err = r.out;
+  EXPECT_NE(err.find("warning: A: 2 of 32 elements are NaN or Inf"), std::string::npos) << err;
+  EXPECT_NE(err.find("32 NaN and 32 Inf among the 128 outputs"), std::string::npos) << err;
   std::filesystem::remove_all(dir);
 }
 

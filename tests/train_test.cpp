@@ -171,6 +171,53 @@ TEST(TrainCli, BadInputFailsFastWithExitCode2AndSaysWhy) {
   expect_error(run_cli("train --config " + write_config(c, "npy2.json")), "element 13 is nan");
 }
 
+// A destination that cannot take the report is refused before step 1 (no progress line was
+// printed), a run without --out says that nothing was saved, and one with --out says where.
+TEST(TrainCli, NoFinishedRunIsLost) {
+  json c = small_config();
+  c["steps"] = 3;
+  const std::string cfg = write_config(c, "lost.json");
+  for (const std::string& bad : {std::string("/nonexistent/dir/r.json"), tmp("").string(), tmp("r.npy").string()}) {
+    const Cmd r = run_cli("train --config " + cfg + " --out " + bad);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_TRUE(r.out.starts_with("precsim: error: --out")) << r.out;
+    EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << "refused only after training: " << r.out;
+  }
+  const Cmd none = run_cli("train --config " + cfg);
+  EXPECT_EQ(none.rc, 0) << none.out;
+  EXPECT_NE(none.out.find("nothing was saved"), std::string::npos) << none.out;
+  const std::string rep = tmp("lost_report.json").string();
+  const Cmd saved = run_cli("train --config " + cfg + " --out " + rep);
+  EXPECT_EQ(saved.rc, 0) << saved.out;
+  EXPECT_NE(saved.out.find("wrote " + rep), std::string::npos) << saved.out;
+  EXPECT_EQ(saved.out.find("nothing was saved"), std::string::npos) << saved.out;
+  EXPECT_TRUE(std::filesystem::exists(rep));
+}
+
+// Paths inside a config are the config's own, not the working directory's; a config without
+// recipes has its other keys checked first, so that "recipies" is named.
+TEST(TrainCli, ConfigDataPathsAreRelativeToTheConfig) {
+  std::vector<float> x(16 * 3, 0.25f);
+  std::vector<int32_t> y(16, 1);
+  const auto dir = tmp("cfgdir");
+  std::filesystem::create_directories(dir);
+  write_npy(dir / "x.npy", "<f4", {16, 3}, x.data(), x.size() * 4);
+  write_npy(dir / "y.npy", "<i4", {16}, y.data(), y.size() * 4);
+  json c = small_config();
+  c["steps"] = 2;
+  c["batch"] = 4;
+  c["data"] = {{"kind", "npy"}, {"features_path", "x.npy"}, {"labels_path", "y.npy"}, {"classes", 2}};
+  std::ofstream(dir / "c.json") << c.dump();
+  const Cmd ok = run_cli("train --config " + (dir / "c.json").string() + " --json");
+  ASSERT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_EQ(json::parse(ok.out.substr(ok.out.find('{')))["config"]["data"]["features_path"], (dir / "x.npy").string());
+  c.erase("recipes");
+  c["recipies"] = {"fp32"};
+  const Cmd typo = run_cli("train --config " + write_config(c, "typo.json"));
+  EXPECT_EQ(typo.rc, 2);
+  EXPECT_NE(typo.out.find("unknown config key 'recipies'"), std::string::npos) << typo.out;
+}
+
 TEST(TrainCli, NpyDataTrains) {
   std::vector<float> x(64 * 3);
   std::vector<int32_t> y(64);

@@ -27,6 +27,33 @@ std::string join_path(const std::vector<std::string>& segments) {
   return s;
 }
 
+std::string readable_path(const nlohmann::json& doc, const std::string& path) {
+  const size_t space = path.find(' ');
+  const std::string tail = space == std::string::npos ? "" : path.substr(space);
+  const nlohmann::json* at = &doc;
+  std::string out;
+  for (const auto& seg : split_path(path.substr(0, space))) {
+    std::string shown = (out.empty() ? "" : ".") + seg;
+    if (at != nullptr && at->is_object() && at->contains(seg)) {
+      at = &(*at)[seg];
+    } else if (at != nullptr && at->is_array() && !seg.empty() && seg.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoull(seg) < at->size()) {
+      at = &(*at)[std::stoull(seg)];
+      for (const char* key : {"name", "scheme", "model"})
+        if (at->is_object() && at->contains(key) && (*at)[key].is_string()) {
+          shown = "[" + (*at)[key].get<std::string>() + "]";
+          break;
+        }
+      if (shown.front() != '[' && at->is_object() && at->contains("seed") && (*at)["seed"].is_number())
+        shown = "[seed=" + (*at)["seed"].dump() + "]";
+    } else {
+      at = nullptr;
+    }
+    out += shown;
+  }
+  return out + tail;
+}
+
 namespace {
 
 bool match_from(const std::vector<std::string>& pat, size_t i, const std::vector<std::string>& path, size_t j) {

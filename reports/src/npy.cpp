@@ -25,6 +25,31 @@ size_t NpyArray::count() const {
 
 size_t NpyArray::item_size() const { return static_cast<size_t>(std::stoul(descr.substr(2))); }
 
+void to_c_order(NpyArray& a) {
+  if (!a.fortran_order) return;
+  a.fortran_order = false;
+  const size_t dims = a.shape.size(), n = a.count(), w = a.item_size();
+  if (dims < 2 || n == 0) return;
+  // Walk the row-major positions with a multi-index; the column-major offset of index (i_0..i_d-1)
+  // is sum i_k * stride_k with stride_0 = 1, stride_k = stride_k-1 * shape_k-1.
+  std::vector<size_t> stride(dims, 1), idx(dims, 0);
+  for (size_t k = 1; k < dims; ++k) stride[k] = stride[k - 1] * a.shape[k - 1];
+  std::vector<unsigned char> out(a.data.size());
+  size_t src = 0;
+  for (size_t pos = 0; pos < n; ++pos) {
+    std::memcpy(out.data() + pos * w, a.data.data() + src * w, w);
+    for (size_t k = dims; k-- > 0;) {
+      if (++idx[k] < a.shape[k]) {
+        src += stride[k];
+        break;
+      }
+      src -= (a.shape[k] - 1) * stride[k];
+      idx[k] = 0;
+    }
+  }
+  a.data = std::move(out);
+}
+
 NpyArray read_npy(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "cannot open (missing or unreadable)");

@@ -194,7 +194,7 @@ void validate_formats(const nlohmann::json& doc, Checker& c) {
 void validate_quantize(const nlohmann::json& doc, Checker& c) {
   const auto& cfg = doc["config"];
   c.require(cfg, "config", {"format", "options", "mode"});
-  c.one_of(cfg, "config", "mode", {"values", "array-values", "array-codes"});
+  c.one_of(cfg, "config", "mode", {"values", "array-values", "array-codes", "array-scheme-values", "array-scheme-codes"});
   if (cfg.contains("format")) c.require(cfg["format"], "config.format", {"name", "exponent_bits", "mantissa_bits", "bias"});
   if (cfg.contains("options")) {
     c.require(cfg["options"], "config.options", {"rounding", "overflow", "flush_subnormals", "sr_bits", "sr_seed"});
@@ -210,6 +210,12 @@ void validate_quantize(const nlohmann::json& doc, Checker& c) {
       c.require(row, p, {"input", "input_hex", "code", "fields", "value", "value_hex", "abs_error", "rel_error", "status"});
       if (row.is_object()) c.number(row, p, {"input", "input_hex", "value", "value_hex", "abs_error", "rel_error"});
     }
+  } else if (cfg.contains("mode") && cfg["mode"].is_string() && cfg["mode"].get<std::string>().starts_with("array-scheme")) {
+    // A block-scaling scheme: analyze's per-scheme object.
+    c.require(cfg, "config", {"scheme", "input", "shape"});
+    c.require(res, "results", {"scheme", "nonfinite_inputs"});
+    if (res.contains("scheme")) c.require(res["scheme"], "results.scheme", {"scheme", "qsnr_db", "mse", "blocks", "nonfinite_inputs"});
+    if (cfg["mode"] == "array-scheme-codes") c.require(res, "results", {"packed"});
   } else if (cfg.contains("mode")) {
     c.require(res, "results", {"stats"});
     if (res.contains("stats")) {

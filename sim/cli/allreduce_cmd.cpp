@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "command_tables.h"
 #include "cli_parse.h"
 #include "precsim/sim/analysis/allreduce_error.h"
 #include "precsim/sim/data/gemm_operands.h"
@@ -63,9 +64,7 @@ void run(const Args& a) {
   nlohmann::json rows = nlohmann::json::array();
   // Ctrl-C stops after the configuration in progress; the report holds the rows that finished.
   const InterruptGuard guard;
-  if (!a.out.json)
-    std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13} {:>13} {:>12} {}\n", "workers", "format",
-                             "algorithm", "average", "rel_err_norm", "rel_err_max", "mean_bias", "ranks_identical");
+  if (!a.out.json) std::cout << allreduce_table_header();
   for (int w : workers) {
     const std::vector<std::vector<float>> g = generate_worker_gradients(w, a.elements, a.seed, a.mean, a.stddev);
     // The exact average, per element, for every configuration of this worker count.
@@ -73,7 +72,7 @@ void run(const Args& a) {
     std::vector<std::span<const float>> spans(g.begin(), g.end());
     for (const Format& f : formats) {
       for (AllReduceAlgorithm al : algos) {
-        std::cerr << fmt::format("all-reduce: {} workers, {}, {}\n", w, f.name, to_string(al));
+        note() << fmt::format("all-reduce: {} workers, {}, {}\n", w, f.name, to_string(al));
         AllReduceConfig c{w, al, f, avg, hook};
         const AllReduceResult res = allreduce(spans, c);
         const ReductionError e = reduction_error(res.reduced, exact);
@@ -82,10 +81,7 @@ void run(const Args& a) {
                         {"rel_err_norm", json_number(e.rel_err_norm)}, {"rel_err_max", json_number(e.rel_err_max)},
                         {"mean_rel_bias", json_number(e.mean_rel_bias)},
                         {"ranks_identical", res.ranks_identical}, {"fp8_scale", json_number(res.scale)}});
-        if (!a.out.json)
-          std::cout << fmt::format("{:>7} {:<16} {:<18} {:<12} {:>13.4e} {:>13.4e} {:>12.3e} {}\n", w, f.name,
-                                   to_string(al), to_string(avg), e.rel_err_norm, e.rel_err_max, e.mean_rel_bias,
-                                   res.ranks_identical ? "yes" : "NO");
+        if (!a.out.json) std::cout << allreduce_table_row(rows.back());
         if (guard.requested()) break;
       }
       if (guard.requested()) break;

@@ -22,6 +22,8 @@
 #include "precsim/sim/data/distributions.h"
 #include "precsim/sim/data/npy_floats.h"
 #include "quant_args.h"
+#include "command_tables.h"
+#include "scheme_report.h"
 
 namespace precsim::cli {
 namespace {
@@ -34,6 +36,8 @@ struct Args {
   uint64_t count = 1 << 20;
   std::vector<std::string> formats;
   QuantArgs quant;
+  std::string sort = "qsnr";
+  size_t worst = 0;
   OutputOptions out;
 };
 
@@ -43,62 +47,6 @@ struct Analyzed {
   std::vector<size_t> shape;
   TensorAnalysis result;
 };
-
-nlohmann::json scheme_to_json(const BlockScaling& s) {
-  return {{"name", s.name},
-          {"element", format_to_json(s.element)},
-          {"rule", to_string(s.rule)},
-          {"scale_format", to_string(s.scale_format)},
-          {"block_along", s.block_along},
-          {"block_across", s.block_across},
-          {"axis", s.axis},
-          {"amax_epsilon", s.amax_epsilon},
-          {"margin", s.margin},
-          {"element_exp", s.element_exp()},
-          {"element_options", quant_options_to_json(s.element_options)}};
-}
-
-// The window of magnitudes the element format holds, as log2 (for block-scaled schemes, in units
-// of the block scale: add the scale histogram's exponents to place it on the input's axis).
-nlohmann::json window_json(const BlockScaling& s) {
-  const Format& f = s.element;
-  const int ee = s.element_exp();
-  // min_exp / max_exp: the binades from the smallest subnormal to the largest finite value.
-  return {{"min_exp", f.quantum_exp() + ee},
-          {"min_normal_exp", f.emin() + ee},
-          {"max_exp", f.emax() + ee},
-          {"max_log2", json_number(std::log2(f.max_finite()) + ee)}};
-}
-
-// [{exponent, count}, ...] in exponent order (notebooks/analyze.ipynb reads this shape).
-nlohmann::json histogram_json(const std::map<int, uint64_t>& h) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [k, c] : h) out.push_back({{"exponent", k}, {"count", c}});
-  return out;
-}
-
-nlohmann::json scheme_result_json(const SchemeAnalysis& r) {
-  const ErrorStats& e = r.error;
-  const BlockStats& bs = r.blocks;
-  return {{"scheme", r.scheme.name},
-          {"description", scheme_to_json(r.scheme)},
-          {"window", window_json(r.scheme)},
-          {"qsnr_db", json_number(e.qsnr_db)},
-          {"mse", json_number(e.mse)},
-          {"max_rel_error", json_number(e.max_rel_error)},
-          {"flushed_fraction", json_number(r.flushed_fraction)},
-          {"flushed", e.flushed},
-          {"nonzero_inputs", e.nonzero_inputs},
-          {"blocks", bs.blocks},
-          {"clipped_blocks", bs.clipped_blocks},
-          {"clipped_blocks_fraction", json_number(r.clipped_fraction)},
-          {"saturated", bs.saturated},
-          {"saturated_fraction", json_number(r.saturated_fraction)},
-          {"nonfinite_inputs", bs.nonfinite_inputs},
-          {"nonfinite_blocks", bs.nonfinite_blocks},
-          {"bits_per_element", json_number(r.bits_per_element)},
-          {"scale_log2_histogram", histogram_json(bs.scale_log2_histogram)}};
-}
 
 nlohmann::json tensor_json(const Analyzed& t) {
   const TensorAnalysis& a = t.result;
@@ -148,7 +96,7 @@ void analyze_generated(const Args& a, const std::vector<BlockScaling>& schemes, 
                {"outlier_magnitude", d.outlier_magnitude},
                {"count", a.count},
                {"shape", shape}};
-  std::cerr << fmt::format("analyzing {} values of {}\n", a.count, a.dist);
+  note() << fmt::format("analyzing {} values of {}\n", a.count, a.dist);
   run.tensors.push_back({a.dist, "generated", shape, analyze_tensor(values, shape, schemes, 0)});
 }
 
@@ -162,7 +110,7 @@ void analyze_npy(const Args& a, const std::vector<BlockScaling>& schemes, Run& r
   }
   if (values.empty()) throw UsageError("--input '" + a.input + "': the array is empty");
   run.input = {{"file", a.input}, {"dtype", arr.descr}, {"shape", arr.shape}};
-  std::cerr << fmt::format("analyzing {} ({} values)\n", a.input, values.size());
+  note() << fmt::format("analyzing {} ({} values)\n", a.input, values.size());
   const std::string name = std::filesystem::path(a.input).stem().string();
   run.tensors.push_back({name, arr.descr, arr.shape, analyze_tensor(values, arr.shape, schemes, 0)});
 }
@@ -202,49 +150,37 @@ void analyze_safetensors(const Args& a, const std::vector<BlockScaling>& schemes
   run.guard.emplace();
   for (size_t i = 0; i < chosen.size(); ++i) {
     const auto& st = *chosen[i];
-    std::cerr << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype, fmt::join(st.shape, "x"));
+    note() << fmt::format("[{}/{}] {} {} {}\n", i + 1, chosen.size(), st.name, st.dtype, fmt::join(st.shape, "x"));
     const std::vector<float> values = or_usage_error("--input", [&] { return file->read_f32(st); });
     run.tensors.push_back({st.name, st.dtype, st.shape, analyze_tensor(values, st.shape, schemes, static_cast<uint32_t>(i))});
     if (run.guard->requested()) break;
   }
 }
 
-struct Row {
-  size_t tensor_index;
-  const std::string* tensor;
-  const SchemeAnalysis* r;
-};
-
-// Ranked by QSNR (best first), per tensor in input order.
-std::vector<Row> ranked_rows(const std::vector<Analyzed>& tensors) {
+// Every (tensor, scheme) by QSNR, best first across the tensors (NaN last), ties in input order.
+nlohmann::json ranking_json(const std::vector<Analyzed>& tensors) {
+  struct Row {
+    const std::string* tensor;
+    const SchemeAnalysis* r;
+  };
   std::vector<Row> rows;
-  for (size_t i = 0; i < tensors.size(); ++i)
-    for (const auto& r : tensors[i].result.schemes) rows.push_back({i, &tensors[i].name, &r});
+  for (const auto& t : tensors)
+    for (const auto& r : t.result.schemes) rows.push_back({&t.name, &r});
   std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
-    return x.tensor_index != y.tensor_index ? x.tensor_index < y.tensor_index : x.r->error.qsnr_db > y.r->error.qsnr_db;
+    const double a = x.r->error.qsnr_db, b = y.r->error.qsnr_db;
+    return std::isnan(a) || std::isnan(b) ? !std::isnan(a) && std::isnan(b) : a > b;
   });
-  return rows;
-}
-
-void print_table(const std::vector<Row>& rows) {
-  std::string last;
-  for (const auto& row : rows) {
-    if (*row.tensor != last || &row == &rows.front()) {
-      std::cout << fmt::format("\n{}\n{:<28} {:>9} {:>11} {:>10} {:>9} {:>9} {:>9} {:>6}\n", *row.tensor, "scheme",
-                               "QSNR dB", "MSE", "max rel", "flushed", "clipped", "satur.", "bits");
-      last = *row.tensor;
-    }
-    const SchemeAnalysis& r = *row.r;
-    std::cout << fmt::format("{:<28} {:>9.2f} {:>11.3e} {:>10.3g} {:>8.3f}% {:>8.2f}% {:>8.4f}% {:>6.3f}\n",
-                             r.scheme.name, r.error.qsnr_db, r.error.mse, r.error.max_rel_error,
-                             100 * r.flushed_fraction, 100 * r.clipped_fraction, 100 * r.saturated_fraction,
-                             r.bits_per_element);
-  }
+  nlohmann::json ranking = nlohmann::json::array();
+  for (const auto& r : rows)
+    ranking.push_back({{"tensor", *r.tensor}, {"scheme", r.r->scheme.name}, {"qsnr_db", json_number(r.r->error.qsnr_db)}});
+  return ranking;
 }
 
 void run(const Args& a) {
   const QuantOptions o = a.quant.resolve();
   check_output(a.out);
+  if (a.sort != "qsnr" && a.sort != "mse" && a.sort != "flushed")
+    throw UsageError("--sort '" + a.sort + "' is not a sort key; allowed: qsnr, flushed, mse");
   if (a.input.empty() == a.dist.empty()) throw UsageError("give either --input FILE or --dist NAME (not both)");
   if (!a.tensors.empty() && (a.input.empty() || !is_safetensors(a.input)))
     throw UsageError("--tensor selects tensors of a .safetensors --input");
@@ -264,12 +200,12 @@ void run(const Args& a) {
   nlohmann::json results = nlohmann::json::array();
   for (const auto& t : run.tensors) results.push_back(tensor_json(t));
   rep.results()["tensors"] = results;
-  const std::vector<Row> rows = ranked_rows(run.tensors);
-  nlohmann::json ranking = nlohmann::json::array();
-  for (const auto& r : rows)
-    ranking.push_back({{"tensor", *r.tensor}, {"scheme", r.r->scheme.name}, {"qsnr_db", json_number(r.r->error.qsnr_db)}});
-  rep.results()["ranking"] = ranking;
-  if (!a.out.json) print_table(rows);
+  rep.results()["ranking"] = ranking_json(run.tensors);
+  // The metrics leave NaN and Inf inputs out, but a block holding one is NaN as a whole: said once
+  // per tensor, since a block scheme's QSNR is then nan where a plain format's is not.
+  for (const auto& t : run.tensors)
+    std::cerr << nonfinite_warning(t.name, t.result.nonfinite, t.result.count, t.result.schemes);
+  if (!a.out.json) std::cout << analyze_table(rep.results(), a.sort, a.worst);
   if (run.guard)
     finish_report(rep, a.out, *run.guard, fmt::format("{} of {} tensors", run.tensors.size(), run.chosen));
   else
@@ -286,10 +222,14 @@ const Registrar reg(40, [](CLI::App& app) {
   cmd->add_option("--outliers", a->outliers, "FRACTION,MAGNITUDE: that share of values multiplied by MAGNITUDE");
   cmd->add_option("--count", a->count, "number of generated values")->capture_default_str();
   cmd->add_option("--formats", a->formats,
-                  "formats and schemes, comma-separated: e4m3, mxfp8_e4m3, mxfp4:rule=rceil, nvfp4, "
-                  "fp8_e4m3:tensor|row|tile128|block128, ... or all")
+                  "formats and schemes, comma-separated, or all: any format (e4m3, bf16, e3m2:nosub, ...); mxfp8_e4m3, "
+                  "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4; <format>:tensor|row|tile128|block128 (FP8 "
+                  "recipes), <format>:mx|nvfp4; options :rule=floor|ceil|even|rceil, :block=N, :axis=0|1, :2d, :pow2, "
+                  ":fp32, :eps=X, :margin=N")
       ->delimiter(',')
       ->required();
+  cmd->add_option("--sort", a->sort, "table order: qsnr (best first), mse or flushed (fewest first)")->capture_default_str();
+  cmd->add_option("--worst", a->worst, "show only the N worst (tensor, scheme) rows, worst first");
   a->quant.add_to(cmd);
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 
@@ -42,11 +43,25 @@ struct Registrar {
 // on it). `threads` keeps N, or 0 when it is not given, for library calls that take a count.
 CLI::Option* add_threads_option(CLI::App* cmd, int& threads);
 
+// --quiet and --progress none|lines|bar, which every command takes (main.cpp adds them): how much
+// goes to stderr besides errors and warnings.
+enum class ProgressMode { kNone, kLines, kBar };
+bool quiet();
+// --progress, or by default a bar on a terminal and a line every few seconds elsewhere; none
+// under --quiet.
+ProgressMode progress_mode();
+// std::cerr, or a stream that drops everything under --quiet: for "wrote FILE" and other notes.
+std::ostream& note();
+
 // --out FILE, --json, --deterministic.
 void add_output_options(CLI::App* cmd, OutputOptions& o);
-// Checks the --out destination before any long work starts.
+// Checks the --out destination before any long work starts; an --out ending in .npy is refused,
+// since --out takes the JSON report and arrays go to --output.
 void check_output(const OutputOptions& o);
-// Stamps the command line on a report and applies the --out/--json rule.
+// Checks that `path` can be written (its folder exists and is writable, it is not a folder);
+// throws UsageError "<option>: ...".
+void check_destination(const std::string& option, const std::string& path);
+// Stamps the command line on a report and applies the --out/--json rule ("wrote FILE" on stderr).
 void finish_report(Report& r, const OutputOptions& o);
 // The same for a run that polled `guard` after each unit of work (so at least one unit finished):
 // after SIGINT/SIGTERM the report is marked "interrupted", written, and Interrupted is thrown

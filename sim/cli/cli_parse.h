@@ -11,6 +11,13 @@
 
 namespace precsim::cli {
 
+// The accumulation-model spec grammar (sim/accum/accum_model.h), for --model's help.
+inline constexpr const char* kAccumSpecHelp =
+    "PRESET, PRESET:key=value[:...] or KIND[:key=value...] with KIND seq|pairwise|kahan|exact|block|unordered; keys: "
+    "acc=FORMAT, round=MODE, fma=0|1, n=INT (products per block), F=INT (fraction bits after alignment), final=MODE, "
+    "ofb=INT, norm=0|1, floor=INT, insub=0|1, outsub=0|1, cnan=0|1, split=INT, promote=INT (FP32 promotion every N "
+    "products), promote_round=MODE, splitk=INT, splitk_scheme=compute|output|inplace, tf32=MODE; or a JSON object";
+
 // "a,b,,c" -> {"a", "b", "c"}: empty items are dropped.
 inline std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;

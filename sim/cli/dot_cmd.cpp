@@ -96,8 +96,8 @@ void run(const Args& args) {
 const Registrar reg(40, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("dot", "one dot product c + sum a_i*b_i through an accumulation model, against the exact sum");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--model", a->model, "preset (" + known_accum_model_names() + ") or a spec such as "
-                  "block:n=8:F=24 (grammar in sim/include/precsim/sim/accum/accum_model.h)")->required();
+  cmd->add_option("--model", a->model, "preset (" + known_accum_model_names() + ") or a spec: " + kAccumSpecHelp)
+      ->required();
   cmd->add_option("--a", a->a, "a0,a1,... in decimal or C99 hex-float (0x1.8p-24)")->required()->delimiter(',');
   cmd->add_option("--b", a->b, "b0,b1,...")->required()->delimiter(',');
   cmd->add_option("--c", a->c, "the accumulator's initial value, a value of the accumulator format (default 0)");

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <span>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "accum_model_arg.h"
 #include "cli_common.h"
 #include "cli_parse.h"
+#include "command_tables.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
@@ -30,7 +33,7 @@ struct Args {
   std::string a_format = "bf16", b_format = "bf16", out_format = "fp32", output_format;
   std::vector<std::string> models = {"fp32-seq"};
   std::string dist = "normal";
-  std::string a_npy, b_npy;
+  std::string a_npy, b_npy, output;
   std::vector<int64_t> sweep_k;
   uint64_t seed = 0;
   int64_t sample = 4096;
@@ -47,11 +50,29 @@ NpyArray read_matrix(const char* option, const std::string& path) {
   }
   if (x.shape.size() != 2)
     throw UsageError(fmt::format("{} '{}': a matrix needs 2 dimensions, the file has {}", option, path, x.shape.size()));
-  if (x.fortran_order) throw UsageError(fmt::format("{} '{}': Fortran-order arrays are not supported", option, path));
-  if (x.descr != "<f4" && x.descr != "<f8")
-    throw UsageError(fmt::format("{} '{}': dtype {} is not supported; expected float32 (<f4) or float64 (<f8)", option,
-                                 path, x.descr));
+  if (x.descr != "<f4" && x.descr != "<f8" && x.descr != "<f2")
+    throw UsageError(fmt::format("{} '{}': dtype {} is not supported; allowed: float16 (<f2), float32 (<f4), float64 (<f8)",
+                                 option, path, x.descr));
+  to_c_order(x);
   return x;
+}
+
+uint64_t count_nonfinite(const std::vector<float>& v) {
+  uint64_t n = 0;
+  for (const float x : v) n += !std::isfinite(x);
+  return n;
+}
+
+// C as the model computed it: float32 when the output format fits a float, else float64.
+void write_product(const std::string& path, const Format& of, int64_t m, int64_t n, std::span<const double> c) {
+  const std::vector<size_t> shape = {static_cast<size_t>(m), static_cast<size_t>(n)};
+  if (of.bits() <= 32 && of.man_bits <= 23 && of.emax() <= 127) {
+    const std::vector<float> f(c.begin(), c.end());
+    write_npy(path, "<f4", shape, f.data(), f.size() * sizeof(float));
+  } else {
+    write_npy(path, "<f8", shape, c.data(), c.size() * sizeof(double));
+  }
+  note() << "wrote " << path << "\n";
 }
 
 uint64_t physical_memory() {
@@ -108,6 +129,12 @@ Plan plan(const Args& args) {
     throw UsageError("--a and --b go together: give both .npy files or neither");
   if (p.from_npy && !args.sweep_k.empty()) throw UsageError("--sweep-k needs generated operands, not --a/--b files");
   check_output(args.out);
+  if (!args.output.empty()) {
+    if (p.models.size() != 1)
+      throw UsageError(fmt::format("--output holds one product: give one --model, not {}", p.models.size()));
+    if (args.sweep_k.size() > 1) throw UsageError("--output holds one product: give one K, not --sweep-k");
+    check_destination("--output", args.output);
+  }
   p.m = args.m;
   p.n = args.n;
   p.ks = args.sweep_k.empty() ? std::vector<int64_t>{args.k} : args.sweep_k;
@@ -126,7 +153,7 @@ nlohmann::json config_json(const Args& args, const Plan& p) {
           {"out_format", format_to_json(p.of)}, {"models", mj}, {"sample", args.sample},
           {"operands", p.from_npy ? nlohmann::json{{"a", args.a_npy}, {"b", args.b_npy}, {"rounding", "nearest-even"}}
                                   : nlohmann::json{{"dist", args.dist}, {"rounding", "nearest-even"}}},
-          {"epilogue", {{"alpha", 1.0}, {"beta", 0.0}}}};
+          {"epilogue", {{"alpha", 1.0}, {"beta", 0.0}}}, {"output", args.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.output)}};
 }
 
 // One K of the sweep: every model, each reported as it finishes; false once Ctrl-C stopped it.
@@ -142,27 +169,33 @@ bool run_k(const Args& args, const Plan& p, int64_t k, const InterruptGuard& gua
       generate_gemm_operand(args.dist, true, k, p.n, args.seed, b);
     });
   }
+  const uint64_t bad_a = count_nonfinite(a), bad_b = count_nonfinite(b);
+  for (const auto& [name, bad, size] : {std::tuple{"A", bad_a, a.size()}, std::tuple{"B", bad_b, b.size()}})
+    if (bad) std::cerr << fmt::format("warning: {}: {} of {} elements are NaN or Inf\n", name, bad, size);
   GemmArgs g;
   g.m = p.m, g.n = p.n, g.k = k, g.a_format = p.af, g.b_format = p.bf, g.out_format = p.of, g.threads = args.threads;
   nlohmann::json per_model = nlohmann::json::array();
   GemmModelsHooks hooks;
   hooks.on_sample = [&](size_t sampled) {
-    std::cerr << fmt::format("K={}: exact reference on {} of {} outputs\n", k, sampled, p.m * p.n);
+    note() << fmt::format("K={}: exact reference on {} of {} outputs\n", k, sampled, p.m * p.n);
   };
   hooks.on_model = [&](const ModelGemmError& r) {
     const AccumModel& mo = *r.model;
     const GemmErrorStats& e = r.error;
-    std::cerr << fmt::format("K={} {}: {:.3f} s, {:.3f} GMAC/s\n", k, mo.name, r.seconds,
+    note() << fmt::format("K={} {}: {:.3f} s, {:.3f} GMAC/s\n", k, mo.name, r.seconds,
                              static_cast<double>(p.m * p.n * k) / r.seconds * 1e-9);
+    if (r.stats.nan_outputs + r.stats.inf_outputs)
+      std::cerr << fmt::format("warning: K={} {}: {} NaN and {} Inf among the {} outputs; the errors cover the {} sampled "
+                               "outputs, {} of them non-finite where the exact value is finite\n",
+                               k, mo.name, r.stats.nan_outputs, r.stats.inf_outputs, p.m * p.n, e.count, e.nonfinite);
+    if (!args.output.empty()) write_product(args.output, p.of, p.m, p.n, r.c);
     per_model.push_back({{"model", mo.name},
                          {"reproducible", mo.reproducible()},
                          {"error", to_json(e)},
                          {"output_stats", quant_stats_to_json(r.stats.output)},
                          {"nan_outputs", r.stats.nan_outputs},
                          {"inf_outputs", r.stats.inf_outputs}});
-    if (!args.out.json)
-      std::cout << fmt::format("{:>7} {:<22} {:>11.4e} {:>11.4e} {:>11.4e} {:>9} {:>9.3f}\n", k, mo.name, e.max_rel,
-                               e.mean_rel, e.normwise, e.max_ulp, e.mean_ulp);
+    if (!args.out.json) std::cout << gemm_table_row(k, per_model.back());
     ++finished;
     return !guard.requested();
   };
@@ -175,6 +208,8 @@ bool run_k(const Args& args, const Plan& p, int64_t k, const InterruptGuard& gua
   sweep.push_back({{"k", k},
                    {"operand_stats", {{"a", quant_stats_to_json(qa)}, {"b", quant_stats_to_json(qb)}}},
                    {"models", per_model}});
+  // Only where there is something to count, so that reports of finite operands keep their digests.
+  if (bad_a + bad_b) sweep.back()["nonfinite_inputs"] = {{"a", bad_a}, {"b", bad_b}};
   return !guard.requested();
 }
 
@@ -187,9 +222,7 @@ void run(const Args& args) {
   // Ctrl-C stops after the model in progress; the report holds every (K, model) that finished.
   const InterruptGuard guard;
   size_t finished = 0;
-  if (!args.out.json)
-    std::cout << fmt::format("{:>7} {:<22} {:>11} {:>11} {:>11} {:>9} {:>9}\n", "K", "model", "max rel", "mean rel",
-                             "normwise", "max ulp", "mean ulp");
+  if (!args.out.json) std::cout << gemm_table_header();
   for (const int64_t k : p.ks)
     if (!run_k(args, p, k, guard, finished, sweep)) break;
   r.results()["sweep"] = sweep;
@@ -207,11 +240,14 @@ const Registrar reg(41, [](CLI::App& app) {
   cmd->add_option("--out-format", a->out_format, "format of C")->capture_default_str();
   cmd->add_option("--output-format", a->output_format, "accumulator (output) format of every model: fp16 picks each "
                   "Tensor Core preset's FP16-output variant (<preset>-f16acc), as precsim dot does");
-  cmd->add_option("--model", a->models, "preset(s) or spec(s), comma-separated: " + known_accum_model_names())
+  cmd->add_option("--model", a->models,
+                  "preset(s) or spec(s), comma-separated: " + known_accum_model_names() + "; a spec: " + kAccumSpecHelp)
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--dist", a->dist, kGemmOperandDists)->capture_default_str();
-  cmd->add_option("--a", a->a_npy, "A as a 2-D float32/float64 .npy (M x K), instead of generated operands");
+  cmd->add_option("--a", a->a_npy, "A as a 2-D float16/32/64 .npy (M x K, C or Fortran order), instead of generated operands");
   cmd->add_option("--b", a->b_npy, "B as a 2-D .npy (K x N)");
+  cmd->add_option("--output", a->output,
+                  ".npy file for C, the emulated product of one --model (float32, or float64 for wider --out-format)");
   cmd->add_option("--sweep-k", a->sweep_k, "K values, comma-separated: error against K")->delimiter(',');
   cmd->add_option("--seed", a->seed, "seed of the generated operands and of the output sample")->capture_default_str();
   cmd->add_option("--sample", a->sample, "outputs compared with the exact product (all when M*N is smaller)")->capture_default_str();

@@ -162,7 +162,7 @@ void run_gemm(GemmCli& c) {
   for (const auto& name : c.operands) {
     try {
       checks.push_back(check_device_gemm(*gpu, s, name, models, c.seed,
-                                         [](const std::string& line) { std::cerr << "gpu gemm: " << line << "\n"; }));
+                                         [](const std::string& line) { note() << "gpu gemm: " << line << "\n"; }));
     } catch (const GpuError& e) {
       rethrow(e);
     }
@@ -178,7 +178,7 @@ void run_gemm(GemmCli& c) {
   if (!c.require.empty()) r.results()["required_match"] = {{"preset", c.require}, {"bit_exact", required_ok}};
   finish_report(r, c.out);
   if (!required_ok) {
-    std::cerr << "precsim: " << c.require << " does not match the device bit for bit\n";
+    std::cerr << "precsim: error: " << c.require << " does not match the device bit for bit\n";
     std::exit(kExitCheckFailed);
   }
 }
@@ -240,7 +240,7 @@ void run_probe(ProbeCli& c) {
   const std::string source = fmt::format("precsim gpu probe on {} (sm_{}{}), driver {}", dev.name, dev.major, dev.minor,
                                          version_text(sys.system.driver_version));
   auto record = [&](const ProbeTarget& t, const std::string& kind, const ProbeRunner& run, nlohmann::json extra) {
-    std::cerr << fmt::format("gpu probe: {} ({} k={})\n", t.name, kind, t.k);
+    note() << fmt::format("gpu probe: {} ({} k={})\n", t.name, kind, t.k);
     nlohmann::json row = {{"target", t.name}, {"kind", kind}, {"k", t.k}, {"in", t.in.name}, {"out", t.out.name}};
     row.update(extra);
     try {

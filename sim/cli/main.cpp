@@ -1,8 +1,11 @@
 // precsim: the command-line entry point. Subcommands live one per file in this folder and
 // register themselves (cli_common.h).
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <iostream>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -20,12 +23,107 @@ std::vector<Entry>& registry() {
   static std::vector<Entry> r;
   return r;
 }
+bool g_quiet = false;
+std::string g_progress;
 int g_argc = 0;
 const char* const* g_argv = nullptr;
+
+// Edit distance, for "did you mean".
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string command_names(const CLI::App& app) {
+  std::string names;
+  for (const auto* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + c->get_name();
+  return names;
+}
+
+// The first argument that is not an option names the command; an unknown one is answered with the
+// nearest command names and the list, not with CLI11's "argument was not expected".
+void check_command_name(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty()) throw UsageError("give a command: " + command_names(app) + " (precsim --help says what each does)");
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--threads") ++i;  // the one root option with a separate value
+    if (a.starts_with("-")) continue;
+    const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+    if (std::any_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->get_name() == a; })) return;
+    std::string near;
+    for (const auto* c : commands)
+      if (distance(a, c->get_name()) <= 2 || c->get_name().starts_with(a))
+        near += (near.empty() ? "" : " or ") + ("'" + c->get_name() + "'");
+    throw UsageError("unknown command '" + a + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
+                     "; commands: " + command_names(app));
+  }
+}
+
+// "-inf" (and "-infinity") is a value, not the options -i -n -f: CLI11 takes a token for a value
+// only when a digit follows the '-', so it gets the same number spelt with one (parse_real reads
+// -0x1p+1024 as -inf: the overflow rounds to it).
+std::vector<std::string> respell_negative_infinity(std::vector<std::string> args) {
+  for (auto& a : args) {
+    std::string low = a;
+    for (auto& ch : low) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (low == "-inf" || low == "-infinity") a = "-0x1p+1024";
+  }
+  return args;
+}
+
+// CLI11's message with the prefix every error has, and for an unknown option the options the
+// command has.
+std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
+  std::string msg = e.what();
+  const CLI::App* cmd = &app;
+  for (const auto* c : app.get_subcommands()) cmd = c;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    std::string opts;
+    for (const auto* o : cmd->get_options())
+      if (!o->get_lnames().empty()) opts += (opts.empty() ? "" : ", ") + ("--" + o->get_lnames().front());
+    msg += "; options of " + (cmd == &app ? std::string("precsim") : "'precsim " + cmd->get_name() + "'") + ": " + opts;
+  }
+  return msg;
+}
 
 }  // namespace
 
 Registrar::Registrar(int order, CommandSetup setup) { registry().push_back({order, std::move(setup)}); }
+bool quiet() { return g_quiet; }
+
+ProgressMode progress_mode() {
+  if (g_quiet || g_progress == "none") return ProgressMode::kNone;
+  if (g_progress == "lines") return ProgressMode::kLines;
+  if (g_progress == "bar") return ProgressMode::kBar;
+  return isatty(STDERR_FILENO) ? ProgressMode::kBar : ProgressMode::kLines;
+}
+
+std::ostream& note() {
+  static std::ostream null_stream(nullptr);  // no buffer: every write is dropped
+  return g_quiet ? null_stream : std::cerr;
+}
+
+namespace {
+// The same two flags on the root and on every command, so that they go anywhere on the line.
+void add_chatter_options(CLI::App* cmd) {
+  cmd->add_flag("--quiet,-q", g_quiet, "only errors and warnings on stderr (no progress, no \"wrote FILE\")");
+  cmd->add_option("--progress", g_progress,
+                  "none|lines|bar: how training and sweeps show progress (default: a bar on a terminal, else a line "
+                  "every few seconds with the time elapsed and an estimate of the time left)")
+      ->check(CLI::IsMember({"none", "lines", "bar"}));
+}
+}  // namespace
 int argc() { return g_argc; }
 const char* const* argv() { return g_argv; }
 
@@ -42,18 +140,25 @@ void add_output_options(CLI::App* cmd, OutputOptions& o) {
                 "leave out the environment block: same inputs give a byte-identical report");
 }
 
+void check_destination(const std::string& option, const std::string& path) {
+  try {
+    check_writable(path);
+  } catch (const std::exception& e) {
+    throw UsageError(option + ": " + e.what());
+  }
+}
+
 void check_output(const OutputOptions& o) {
   if (o.out.empty()) return;
-  try {
-    check_writable(o.out);
-  } catch (const std::exception& e) {
-    throw UsageError(std::string("--out: ") + e.what());
-  }
+  if (o.out.ends_with(".npy"))
+    throw UsageError("--out '" + o.out + "': --out takes the JSON report (FILE.json); the array goes to --output FILE.npy");
+  check_destination("--out", o.out);
 }
 
 void finish_report(Report& r, const OutputOptions& o) {
   r.set_command_line(g_argc, g_argv);
   emit_report(r, o);
+  if (!o.out.empty()) note() << "wrote " << o.out << "\n";
 }
 
 void finish_report(Report& r, const OutputOptions& o, const InterruptGuard& guard, const std::string& done) {
@@ -80,8 +185,20 @@ int main(int argc, char** argv) {
   auto& reg = registry();
   std::stable_sort(reg.begin(), reg.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
   for (const auto& e : reg) e.setup(app);
+  add_chatter_options(&app);
+  const auto add_all = [](auto& self, CLI::App* parent) -> void {
+    for (auto* c : parent->get_subcommands([](const CLI::App*) { return true; })) {
+      add_chatter_options(c);
+      self(self, c);
+    }
+  };
+  add_all(add_all, &app);
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    app.parse(argc, argv);
+    check_command_name(app, args);
+    args = respell_negative_infinity(std::move(args));
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -89,13 +206,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    std::cerr << "precsim: error: " << parse_error_text(app, e) << "\n";
     return kExitUsage;
   } catch (const Interrupted& e) {
     std::cerr << "precsim: " << e.what() << "\n";
     return e.exit_code;
   } catch (const NoDevice& e) {
-    std::cerr << "precsim: " << e.what() << "\n";
+    std::cerr << "precsim: error: " << e.what() << "\n";
     return kExitNoDevice;
   } catch (const std::exception& e) {
     std::cerr << "precsim: error: " << e.what() << "\n";

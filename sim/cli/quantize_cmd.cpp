@@ -1,8 +1,10 @@
-// precsim quantize: round values (or a whole .npy array) into a format and show what happened.
+// precsim quantize: round values (or a whole .npy array) into a format and show what happened; a
+// block-scaling scheme over an array goes to quantize_scheme.cpp.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <iostream>
+#include <variant>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -10,19 +12,13 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
-#include "quant_args.h"
+#include "precsim/sim/analysis/tensor_analysis.h"
+#include "quantize_cmd.h"
 
 namespace precsim::cli {
 namespace {
 
-struct Args {
-  std::string format;
-  QuantArgs quant;
-  std::vector<std::string> values;
-  std::string input, output, input_format;
-  bool codes = false;
-  OutputOptions out;
-};
+using Args = QuantizeArgs;
 
 std::string code_hex(const Format& f, uint64_t code) {
   const int digits = std::max(1, (f.bits() + 3) / 4);
@@ -67,7 +63,9 @@ void run_values(const Args& a, const Format& f, const QuantOptions& o) {
                     {"rel_error", json_number(rel_err)},
                     {"status", status_to_string(rd.status)}});
     if (!a.out.json) {
-      std::cout << fmt::format("{:<24} {:<10} {:<16} {:<26} {:<12.4g} {:<12.4g} {}\n", a.values[i],
+      // -inf reaches here spelt -0x1p+1024 (main.cpp): non-finite inputs are shown as values.
+      const std::string shown = std::isfinite(x) ? a.values[i] : fmt::format("{}", x);
+      std::cout << fmt::format("{:<24} {:<10} {:<16} {:<26} {:<12.4g} {:<12.4g} {}\n", shown,
                                code_hex(f, rd.code), fields_text(f, rd.code),
                                fmt::format("{:.17g}", q), abs_err, rel_err, status_to_string(rd.status));
     }
@@ -117,34 +115,38 @@ void input_values(const Args& a, NpyArray& in, ArrayValues& v) {
   } else if (in.descr == "<f8") {
     v.is_double = true;
     v.v64 = {reinterpret_cast<double*>(in.data.data()), n};
+  } else if (in.descr == "<f2") {
+    // Every float16 is a float32: decoded exactly, then rounded as float32 input.
+    v.f32.resize(n);
+    decode_array(format_by_name("fp16"), in.data.data(), std::span<float>(v.f32));
+    v.v32 = v.f32;
   } else {
     throw UsageError("--input '" + a.input + "': dtype " + in.descr +
-                     " is not supported; expected float32 (<f4) or float64 (<f8) values, or codes with --input-format F");
+                     " is not supported; allowed: float16 (<f2), float32 (<f4) or float64 (<f8) values, or codes with --input-format F");
   }
 }
 
+// NaN and Inf inputs, counted before rounding (quantize's `nan` counts NaN results).
+template <class T>
+uint64_t count_nonfinite(std::span<const T> v) {
+  uint64_t n = 0;
+  for (const T x : v) n += !std::isfinite(x);
+  return n;
+}
+
 void run_array(const Args& a, const Format& f, const QuantOptions& o) {
-  if (!a.output.empty()) {
-    try {
-      check_writable(a.output);
-    } catch (const std::exception& e) {
-      throw UsageError(std::string("--output: ") + e.what());
-    }
-  }
-  NpyArray in;
-  try {
-    in = read_npy(a.input);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--input: ") + e.what());
-  }
-  if (in.fortran_order) throw UsageError("--input '" + a.input + "': Fortran-order arrays are not supported");
+  if (!a.output.empty()) check_destination("--output", a.output);
+  if (!a.scales.empty()) throw UsageError("--scales applies to block-scaling schemes (mxfp4, nvfp4, ...); '" + a.format + "' is a plain format");
+  NpyArray in = or_usage_error("--input", [&] { return read_npy(a.input); });
+  to_c_order(in);
   const size_t n = in.count();
   ArrayValues values;
   input_values(a, in, values);
   const bool is_double = values.is_double;
   const std::span<float> v32 = values.v32;
   const std::span<double> v64 = values.v64;
-  std::cerr << fmt::format("quantizing {} elements into {}\n", n, f.name);
+  note() << fmt::format("quantizing {} elements into {}\n", n, f.name);
+  const uint64_t nonfinite = is_double ? count_nonfinite<double>(v64) : count_nonfinite<float>(v32);
   QuantStats st;
   std::vector<unsigned char> codes;
   if (a.codes) {
@@ -165,6 +167,7 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
     } else {
       write_npy(a.output, "<f4", in.shape, v32.data(), n * 4);
     }
+    note() << "wrote " << a.output << "\n";
   }
   Report r("quantize");
   r.config() = {{"format", format_to_json(f)},
@@ -176,6 +179,9 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
                 {"shape", in.shape}};
   r.seeds() = {{"sr_seed", o.sr_key.seed}};
   r.results()["stats"] = quant_stats_to_json(st);
+  r.results()["nonfinite_inputs"] = nonfinite;
+  if (nonfinite)
+    std::cerr << fmt::format("warning: {}: {} of {} inputs are NaN or Inf (they stay NaN or Inf)\n", a.input, nonfinite, n);
   if (!a.out.json) {
     std::cout << fmt::format("{} elements: inexact {}, underflow to zero {}, subnormal {}, overflow {}, saturated {}, NaN {}\n",
                              st.count, st.inexact, st.underflow_to_zero, st.subnormal, st.overflow,
@@ -184,30 +190,56 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   finish_report(r, a.out);
 }
 
+// A plain format (e4m3, bf16, e5m2:fnuz, ...), or else a block-scaling scheme (mxfp4, nvfp4,
+// fp8_e4m3:tile128, ...) with the element options applied as analyze applies them.
+std::variant<Format, BlockScaling> parse_target(const Args& a, const QuantOptions& o) {
+  if (auto f = parse_format(a.format)) return *f;
+  BlockScaling s = or_usage_error("--format", [&] { return resolve_schemes({a.format}, o).front(); });
+  if (s.is_plain()) return s.element;
+  return s;
+}
+
 void run(const Args& a) {
-  const Format f = parse_format_arg("--format", a.format);
   const QuantOptions o = a.quant.resolve();
+  const auto target = parse_target(a, o);
   check_output(a.out);
   if (!a.input.empty() && !a.values.empty())
     throw UsageError("give either VALUE... or --input FILE, not both");
   if (a.input.empty() && a.values.empty()) throw UsageError("nothing to quantize: give VALUE... or --input FILE");
-  if (a.input.empty() && (!a.output.empty() || a.codes || !a.input_format.empty()))
-    throw UsageError("--output, --codes and --input-format need --input FILE");
-  if (a.input.empty()) run_values(a, f, o);
-  else run_array(a, f, o);
+  if (a.input.empty() && (!a.output.empty() || a.codes || !a.input_format.empty() || !a.scales.empty()))
+    throw UsageError("--output, --codes, --scales and --input-format need --input FILE");
+  if (const auto* s = std::get_if<BlockScaling>(&target)) {
+    if (a.input.empty()) throw UsageError("--format '" + a.format + "' is a block-scaling scheme: give --input FILE (a scheme scales whole blocks, not single values)");
+    run_scheme_array(a, *s);
+  } else if (a.input.empty()) {
+    run_values(a, std::get<Format>(target), o);
+  } else {
+    run_array(a, std::get<Format>(target), o);
+  }
 }
 
 const Registrar reg(20, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "round values or a .npy array into a format");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--format,-f", a->format, "target format (see `precsim formats`, or eXmY[:options])")->required();
+  cmd->add_option("--format,-f", a->format,
+                  "target format (see `precsim formats`, or eXmY[:options]), or with --input a block-scaling scheme: "
+                  "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4, "
+                  "<format>:tensor|row|tile128|block128|mx|nvfp4, options :rule=floor|ceil|even|rceil, :block=N, "
+                  ":axis=0|1, :2d, :pow2, :fp32, :eps=X, :margin=N")
+      ->required();
   a->quant.add_to(cmd);
   // Negative values need no `--` (`quantize -f e4m3 -465 -0`); CLI11 2.1 accepts `--` only before
   // the first value, as it hands everything after a later `--` back to the root command.
   cmd->add_option("values", a->values, "values in decimal or C99 hex-float (0x1.8p-24); negative values need no --");
-  cmd->add_option("--input", a->input, ".npy array to quantize (float32/float64, or codes with --input-format)");
-  cmd->add_option("--output", a->output, ".npy file for the result (same dtype as the input values)");
-  cmd->add_flag("--codes", a->codes, "write the codes (one per element, uint8/16/32/64) instead of values");
+  cmd->add_option("--input", a->input,
+                  ".npy array to quantize (float16/32/64 in C or Fortran order, or codes with --input-format); a "
+                  "block scheme sees it as rows x last dimension, in float32");
+  cmd->add_option("--output", a->output,
+                  ".npy file for the result (a plain format: the input's dtype, float32 for float16; a scheme: float32)");
+  cmd->add_flag("--codes", a->codes,
+                "write the codes instead of values: one per element (uint8/16/32/64); a scheme's codes as bytes, "
+                "FP4 two per byte (low nibble first), and its scales to --scales");
+  cmd->add_option("--scales", a->scales, "a scheme's block scales with --codes (default: OUTPUT with .scales.npy)");
   cmd->add_option("--input-format", a->input_format, "the input array holds codes of this format");
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });

@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "command_tables.h"
 #include "precsim/reports/check.h"
 #include "precsim/reports/diff.h"
 #include "precsim/reports/export_csv.h"
+#include "precsim/reports/json_path.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/summary.h"
 #include "precsim/sim/analysis/recipe_compare.h"
@@ -33,9 +35,38 @@ nlohmann::json load(const std::string& path) {
 }
 
 struct CheckArgs {
-  std::string baseline, run, rules;
+  std::string baseline, run, rules, junit;
   double rtol = -1, atol = -1;
 };
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+// JUnit XML as CI systems read it: one test suite for the run, one test case per metric that
+// failed and one for the metrics within their rules.
+std::string junit_xml(const CheckArgs& a, const CheckOutcome& o, const std::vector<std::string>& paths) {
+  const size_t passed = o.compared >= o.failures.size() ? o.compared - o.failures.size() : 0;
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuites><testsuite name=\"precsim report check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
+                   xml_escape(a.run), o.failures.size() + 1, o.failures.size());
+  x += fmt::format("  <properties><property name=\"baseline\" value=\"{}\"/></properties>\n", xml_escape(a.baseline));
+  for (size_t i = 0; i < o.failures.size(); ++i)
+    x += fmt::format("  <testcase classname=\"precsim.report.check\" name=\"{}\"><failure message=\"{}\"/></testcase>\n",
+                     xml_escape(paths[i]), xml_escape(o.failures[i].message));
+  x += fmt::format("  <testcase classname=\"precsim.report.check\" name=\"{} metrics within their rules\"/>\n", passed);
+  return x + "</testsuite></testsuites>\n";
+}
 
 void run_check(const CheckArgs& a) {
   CheckRules rules;
@@ -50,6 +81,7 @@ void run_check(const CheckArgs& a) {
       throw UsageError("--rules '" + a.rules + "': " + e.what());
     }
   }
+  if (!a.junit.empty()) check_destination("--junit", a.junit);
   std::optional<CheckRule> tol;
   if (a.rtol >= 0 || a.atol >= 0) tol = tolerance_rule(std::max(a.rtol, 0.0), std::max(a.atol, 0.0));
   const nlohmann::json base = load(a.baseline), run = load(a.run);
@@ -59,7 +91,13 @@ void run_check(const CheckArgs& a) {
   } catch (const CheckRefused& e) {
     throw UsageError(fmt::format("cannot check '{}' against baseline '{}': {}", a.run, a.baseline, e.what()));
   }
-  for (const auto& f : o.failures) std::cout << fmt::format("FAIL {}: {}\n", f.path, f.message);
+  std::vector<std::string> paths;
+  for (const auto& f : o.failures) paths.push_back(readable_path(run, f.path));
+  for (size_t i = 0; i < o.failures.size(); ++i) std::cout << fmt::format("FAIL {}: {}\n", paths[i], o.failures[i].message);
+  if (!a.junit.empty()) {
+    write_file_atomic(a.junit, junit_xml(a, o, paths));
+    note() << "wrote " << a.junit << "\n";
+  }
   std::cout << fmt::format("{}: {} metrics compared with baseline {}, {} outside their rule: {}\n", a.run, o.compared,
                            a.baseline, o.failures.size(), o.passed() ? "PASS" : "FAIL");
   if (!o.passed()) exit_with(kExitCheckFailed);
@@ -76,6 +114,18 @@ struct SummaryArgs {
 void run_summary(const SummaryArgs& a) {
   const nlohmann::json doc = load(a.file);
   const std::string kind = doc["kind"].get<std::string>();
+  if (!a.full && kind != "train" && kind != "demo") {
+    std::optional<std::string> table;
+    try {
+      table = command_table(doc);
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("report summary '{}': the {} results have no table ({})", a.file, kind, e.what()));
+    }
+    if (table) {
+      std::cout << report_header(doc) << "\n" << *table;
+      return;
+    }
+  }
   if (a.full || (kind != "train" && kind != "demo")) {
     std::cout << summarize_report(doc, {.max_rows = a.rows});
     return;
@@ -97,7 +147,8 @@ const Registrar reg(90, [](CLI::App& app) {
   cmd->require_subcommand(1);
 
   auto* summary = cmd->add_subcommand(
-      "summary", "the table the command printed when it ran (train, demo), or for other kinds every result as a tree");
+      "summary", "the table the command printed when it ran (train, demo, analyze, gemm, allreduce), or for other kinds "
+                 "every result as a tree");
   auto s = std::make_shared<SummaryArgs>();
   summary->add_option("report", s->file, "report JSON file")->required();
   summary->add_option("--rows", s->rows, "table rows to show (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
@@ -109,7 +160,13 @@ const Registrar reg(90, [](CLI::App& app) {
   diff->add_option("a", d->first, "first report")->required();
   diff->add_option("b", d->second, "second report")->required();
   diff->callback([d] {
-    const auto r = diff_reports(load(d->first), load(d->second));
+    const nlohmann::json da = load(d->first), db = load(d->second);
+    auto r = diff_reports(da, db);
+    for (auto* section : {&r.config, &r.results})
+      for (auto& e : *section) {
+        const std::string named = readable_path(da, e.path);
+        e.path = named != e.path ? named : readable_path(db, e.path);
+      }
     std::cout << format_diff(r, d->first, d->second);
     if (!r.same()) exit_with(kExitCheckFailed);
   });
@@ -138,8 +195,14 @@ const Registrar reg(90, [](CLI::App& app) {
   auto c = std::make_shared<CheckArgs>();
   check->add_option("--baseline", c->baseline, "baseline report")->required();
   check->add_option("report", c->run, "the run's report")->required();
-  check->add_option("--rules", c->rules, "rules file (JSON; see reports/include/precsim/reports/check.h)");
+  check->add_option("--rules", c->rules,
+                    "rules file, JSON: {\"allow_config\": [PATH...], \"rules\": [{\"path\": PATH, \"mode\": "
+                    "exact|bitwise|ulps|tolerance|statistical|ignore, \"format\": F, \"ulps\": N (ulps), \"rtol\", "
+                    "\"atol\" (tolerance), \"sigmas\" (statistical, 3), \"reduce\": final|max|mean}]}; PATH is dotted "
+                    "with globs (results.variants.*.summary.loss, ** any depth); the first matching rule decides, "
+                    "no rule: identical");
   check->add_option("--rtol", c->rtol, "relative tolerance for numeric metrics no rule names")->check(CLI::NonNegativeNumber);
+  check->add_option("--junit", c->junit, "also write the outcome as JUnit XML to FILE (one test case per failing metric)");
   check->add_option("--atol", c->atol, "absolute tolerance for numeric metrics no rule names")->check(CLI::NonNegativeNumber);
   check->callback([c] { run_check(*c); });
 

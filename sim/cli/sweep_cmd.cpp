@@ -7,7 +7,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -88,7 +90,8 @@ int lock_out_dir(const fs::path& dir) {
   fs::create_directories(dir / "units", ec);
   if (ec) throw UsageError("--out-dir '" + dir.string() + "': cannot create it: " + ec.message());
   const int fd = ::open((dir / ".sweep.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0)
+  if (fd < 0) throw UsageError("--out-dir '" + dir.string() + "': cannot write in it: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
     throw UsageError("--out-dir '" + dir.string() + "': another precsim sweep is running in it");
   for (const auto& e : fs::directory_iterator(dir / "units"))
     if (e.path().filename().string().rfind(".", 0) == 0 && e.path().filename().string().find(".tmp.") != std::string::npos)
@@ -113,6 +116,7 @@ class Progress {
     if (!error.empty()) failed_.push_back(fmt::format("unit {} ({}): {}", u.index, u.id, error));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double eta = cost_done_ > 0 ? elapsed * cost_left_ / cost_done_ : 0;
+    if (error.empty() && progress_mode() == ProgressMode::kNone) return;
     std::cerr << fmt::format("sweep: {} done, {} running, {} left, {:.1f} s elapsed, about {:.0f} s left{}\n", done_,
                              running_, left_, elapsed, eta, error.empty() ? "" : "; unit " + u.id + " failed: " + error);
   }
@@ -137,6 +141,7 @@ void write_merge(const SweepPlan& plan, const Args& a, const InterruptGuard& gua
   if (!m.missing.empty()) r.set_status("interrupted");
   const std::string text = r.document(/*deterministic=*/true).dump(2) + "\n";
   write_file_atomic(fs::path(a.out_dir) / "sweep.json", text);
+  note() << "wrote " << (fs::path(a.out_dir) / "sweep.json").string() << "\n";
   if (a.json) std::cout << text;
   else std::cout << sweep_points_table(m.results);
   if (guard.requested())
@@ -154,7 +159,7 @@ void write_merge(const SweepPlan& plan, const Args& a, const InterruptGuard& gua
 void drive(const SweepPlan& plan, const Args& a, int lock, const Execute& execute) {
   const InterruptGuard guard;
   const std::vector<size_t> todo = unfinished_units(plan, a.out_dir);
-  std::cerr << fmt::format("sweep: {} units, {} finished already, {} to run\n", plan.units.size(), plan.units.size() - todo.size(),
+  note() << fmt::format("sweep: {} units, {} finished already, {} to run\n", plan.units.size(), plan.units.size() - todo.size(),
                            todo.size());
   Progress progress(plan, todo);
   SweepHooks hooks;
@@ -203,7 +208,7 @@ void run_mpi_sweep(const Args& a) {
   }
   mpi.share(a.dry_run ? "" : text);
   if (a.dry_run) return print_dry_run(plan);
-  std::cerr << fmt::format("sweep: MPI executor on {} ranks\n", mpi.size());
+  note() << fmt::format("sweep: MPI executor on {} ranks\n", mpi.size());
   drive(plan, a, lock, [&](const std::vector<size_t>& order, const SweepHooks& hooks) { mpi.lead(plan, order, a.out_dir, hooks); });
 }
 #endif

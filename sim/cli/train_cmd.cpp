@@ -1,5 +1,6 @@
 // precsim train: the FP64 reference and any number of precision recipes side by side.
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -75,6 +76,18 @@ nlohmann::json read_config(const std::string& path) {
   }
 }
 
+// Data files named in a config are found beside the config, wherever precsim runs from.
+void resolve_data_paths(nlohmann::json& j, const std::string& config_path) {
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_object()) return;
+  const std::filesystem::path dir = std::filesystem::path(config_path).parent_path();
+  for (const char* key : {"features_path", "labels_path", "text_path"}) {
+    const auto it = j["data"].find(key);
+    if (it == j["data"].end() || !it->is_string()) continue;
+    const std::filesystem::path p = it->get<std::string>();
+    if (p.is_relative()) *it = (dir / p).lexically_normal().string();
+  }
+}
+
 void run(const Args& a) {
   if (a.config_help) {
     std::cout << train_config_doc();
@@ -84,6 +97,7 @@ void run(const Args& a) {
     return;
   }
   nlohmann::json j = a.config.empty() ? nlohmann::json::object() : read_config(a.config);
+  if (!a.config.empty()) resolve_data_paths(j, a.config);
   if (!a.experiment.empty()) {
     const auto it = experiments().find(a.experiment);
     if (it == experiments().end()) {
@@ -108,7 +122,17 @@ void run(const Args& a) {
       if (!item.empty()) list.push_back(item);
     j["recipes"] = list;
   }
-  if (!j.contains("recipes")) throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config");
+  if (!j.contains("recipes")) {
+    // The other keys first: a misspelt "recipes" is then named as an unknown key.
+    nlohmann::json probe = j;
+    probe["recipes"] = {"fp32"};
+    parse_train_config(probe, a.config.empty() ? "train" : "--config '" + a.config + "'");
+    throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config; presets: " + [] {
+      std::string names;
+      for (const auto& n : recipe_preset_names()) names += (names.empty() ? "" : ", ") + n;
+      return names;
+    }());
+  }
   if (a.steps > 0) j["steps"] = a.steps;
   if (a.seed >= 0) j["seed"] = a.seed;
   if (a.seeds > 0) j["seeds"] = a.seeds;

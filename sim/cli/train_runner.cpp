@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,42 @@ std::string twin_table(const nlohmann::json& results) {
   return t;
 }
 
+// Progress on stderr: a bar redrawn in place on a terminal, or else a line every few seconds with
+// the time elapsed and an estimate of the time left, and one when a seed ends.
+class TrainProgress {
+ public:
+  TrainProgress(ProgressMode mode, int seeds) : mode_(mode), seeds_(seeds), start_(Clock::now()), last_(start_) {}
+  void step(int si, int64_t step, int64_t total) {
+    if (mode_ == ProgressMode::kBar) bar(si, step, total);
+    else if (mode_ == ProgressMode::kLines) line(si, step, total);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void bar(int si, int64_t step, int64_t total) {
+    const int pct = int((100 * (step + 1)) / total);
+    if (pct == last_pct_ && step + 1 != total) return;
+    last_pct_ = pct;
+    std::cerr << fmt::format("\rseed {}/{} [{:<25}] {:3d}% step {}/{}", si + 1, seeds_, std::string(pct / 4, '#'), pct,
+                             step + 1, total);
+    if (step + 1 == total) std::cerr << "\n", last_pct_ = -1;
+  }
+  void line(int si, int64_t step, int64_t total) {
+    const auto now = Clock::now();
+    if (step + 1 != total && now - last_ < std::chrono::seconds(5)) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double done = static_cast<double>(si) * total + static_cast<double>(step + 1);
+    const double left = elapsed / done * (static_cast<double>(seeds_) * total - done);
+    std::cerr << fmt::format("seed {}/{} step {}/{} ({:.0f}%), {:.1f} s elapsed, about {:.0f} s left\n", si + 1, seeds_,
+                             step + 1, total, 100.0 * done / (static_cast<double>(seeds_) * total), elapsed, left);
+  }
+  ProgressMode mode_;
+  int seeds_;
+  Clock::time_point start_, last_;
+  int last_pct_ = -1;
+};
+
 }  // namespace
 
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
@@ -70,17 +107,10 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   hooks.gemm_executor = twin.make;
   if (twin.make) hooks.executor_name = twin.info.at("name").get<std::string>();
   if (stream) hooks.on_logged_step = [&stream](const nlohmann::json& rec) { stream->write(rec); };
-  const bool tty = isatty(STDERR_FILENO);
-  int last_pct = -1;
-  hooks.progress = [&](int si, int64_t step, int64_t total) {
-    const int pct = int((100 * (step + 1)) / total);
-    if (pct == last_pct && step + 1 != total) return;
-    last_pct = pct;
-    const int filled = pct / 4;
-    std::cerr << fmt::format("{}seed {}/{} [{:<25}] {:3d}% step {}/{}{}", tty ? "\r" : "", si + 1, c.seeds,
-                             std::string(filled, '#'), pct, step + 1, total, tty ? "" : "\n");
-    if (step + 1 == total) std::cerr << (tty ? "\n" : ""), last_pct = -1;
-  };
+  const ProgressMode mode = progress_mode();
+  const bool tty = mode == ProgressMode::kBar;
+  TrainProgress progress(mode, c.seeds);
+  hooks.progress = [&](int si, int64_t step, int64_t total) { progress.step(si, step, total); };
   try {
     r.results() = run_training(c, hooks);
   } catch (const std::invalid_argument& e) {
@@ -98,6 +128,10 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     if (twin.make) std::cout << twin_table(r.results());
   }
   finish_report(r, out);
+  // A run without --out leaves nothing behind: said, so that the next long run keeps its report.
+  if (out.out.empty() && !out.json)
+    note() << "nothing was saved: the report was not written; give --out FILE to keep it"
+              << (jsonl.empty() || jsonl == "-" ? "" : " (the logged steps are in " + jsonl + ")") << "\n";
   if (guard.requested()) {
     const auto& runs = r.results()["runs"];
     throw Interrupted(fmt::format("interrupted by signal {} after {} of {} steps of seed {}/{}; the report holds what finished",

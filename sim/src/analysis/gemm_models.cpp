@@ -46,6 +46,7 @@ void compare_gemm_models(GemmArgs g, std::vector<float> a, std::vector<float> b,
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (a_tf32 || b_tf32) ex = tf32_reference(g, mo, a, b, index);
     r.error = measure_error(ex, c.data(), g.out_format);
+    r.c = c;
     if (hooks.on_model && !hooks.on_model(r)) break;
   }
 }

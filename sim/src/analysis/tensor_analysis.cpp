@@ -44,6 +44,21 @@ double ratio(uint64_t part, uint64_t whole) {
 
 }  // namespace
 
+SchemeAnalysis analyze_scheme(std::span<const float> values, size_t rows, size_t cols, const BlockScaling& s,
+                              uint32_t tensor_index, std::span<float> q) {
+  SchemeAnalysis r;
+  r.scheme = s;
+  r.scheme.element_options.sr_key.tensor = tensor_index;
+  block_fake_quantize(r.scheme, values, q, rows, cols, &r.blocks);
+  r.error = error_stats(values, q);
+  r.flushed_fraction = ratio(r.error.flushed, r.error.nonzero_inputs);
+  r.clipped_fraction = ratio(r.blocks.clipped_blocks, r.blocks.blocks);
+  r.saturated_fraction = ratio(r.blocks.saturated, r.error.count);
+  r.bits_per_element = r.scheme.bits_per_element(rows, cols);
+  for (size_t i = 0; i < values.size(); ++i) r.poisoned += std::isfinite(values[i]) && !std::isfinite(q[i]);
+  return r;
+}
+
 TensorAnalysis analyze_tensor(std::span<const float> values, const std::vector<size_t>& shape,
                               const std::vector<BlockScaling>& schemes, uint32_t tensor_index) {
   TensorAnalysis t;
@@ -55,18 +70,7 @@ TensorAnalysis analyze_tensor(std::span<const float> values, const std::vector<s
     else ++t.exponent_histogram[std::ilogb(v)];
   }
   std::vector<float> q(values.size());
-  for (const auto& s0 : schemes) {
-    SchemeAnalysis r;
-    r.scheme = s0;
-    r.scheme.element_options.sr_key.tensor = tensor_index;
-    block_fake_quantize(r.scheme, values, q, t.rows, t.cols, &r.blocks);
-    r.error = error_stats(values, q);
-    r.flushed_fraction = ratio(r.error.flushed, r.error.nonzero_inputs);
-    r.clipped_fraction = ratio(r.blocks.clipped_blocks, r.blocks.blocks);
-    r.saturated_fraction = ratio(r.blocks.saturated, r.error.count);
-    r.bits_per_element = r.scheme.bits_per_element(t.rows, t.cols);
-    t.schemes.push_back(std::move(r));
-  }
+  for (const auto& s : schemes) t.schemes.push_back(analyze_scheme(values, t.rows, t.cols, s, tensor_index, q));
   return t;
 }
 

@@ -89,9 +89,10 @@ std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
 void from_npy(Dataset& d, const DataConfig& c) {
   if (c.features_path.empty() || c.labels_path.empty())
     throw std::invalid_argument("data.kind 'npy' needs data.features_path and data.labels_path");
-  const NpyArray fx = read_npy(c.features_path);
-  const NpyArray fy = read_npy(c.labels_path);
-  if (fx.fortran_order || fy.fortran_order) throw std::invalid_argument("Fortran-order .npy arrays are not supported");
+  NpyArray fx = read_npy(c.features_path);
+  NpyArray fy = read_npy(c.labels_path);
+  to_c_order(fx);
+  to_c_order(fy);
   if (fx.shape.size() != 2)
     throw std::invalid_argument(fmt::format("'{}': features must be 2-D (N, F), got {} dimensions", c.features_path, fx.shape.size()));
   const size_t n = fx.shape[0];

@@ -11,8 +11,13 @@
 
 namespace precsim {
 
-std::vector<float> npy_to_floats(const NpyArray& a, const std::string& path) {
-  if (a.fortran_order) throw std::invalid_argument("'" + path + "': Fortran-order arrays are not supported");
+std::vector<float> npy_to_floats(const NpyArray& file, const std::string& path) {
+  NpyArray reordered;
+  if (file.fortran_order) {
+    reordered = file;
+    to_c_order(reordered);
+  }
+  const NpyArray& a = file.fortran_order ? reordered : file;
   const size_t n = a.count();
   std::vector<float> out(n);
   // Element by element through memcpy: the data buffer has no alignment promise for T.

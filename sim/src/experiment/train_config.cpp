@@ -147,6 +147,7 @@ std::string train_config_doc() {
   data.outputs, data.teacher_hidden, data.target_scale, data.label_noise   teacher-student (1, 32, 1, 0)
   data.features_path, data.labels_path, data.heldout_fraction   npy: (N,F) float features; (N) int
                       class labels (data.classes) or (N[,O]) float targets; trailing fraction held out (0.2)
+                      relative paths in a --config file are relative to that file (as data.text_path)
   items.mask_fraction rows whose items are all masked (weight 0) (0)
   items.min_per_row, items.max_per_row   items of an unmasked row, keyed uniform integer; the loss is
                       sum items x row loss / items, so unequal counts tell the normalisations apart (1, 1)

@@ -33,6 +33,11 @@ bool json_identical(const nlohmann::json& a, const nlohmann::json& b);
 void for_each_leaf(const nlohmann::json& j, const std::string& prefix, bool series_as_leaf,
                    const std::function<void(const std::string&, const nlohmann::json&)>& leaf);
 
+// `path` with each array index that selects a named object spelt as that name, for people:
+// "results.variants.3.summary.loss" -> "results.variants[fp8-delayed].summary.loss" (the key
+// "name", "scheme" or "model" of the element in `doc`), "results.runs.0" -> "results.runs[seed=4]".
+// Text after the first space (" (final)") is kept; a path `doc` does not hold is returned as given.
+std::string readable_path(const nlohmann::json& doc, const std::string& path);
 // Short text of a scalar for tables and messages: numbers in shortest round-trip form.
 std::string scalar_text(const nlohmann::json& j);
 

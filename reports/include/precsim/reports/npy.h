@@ -25,6 +25,10 @@ struct NpyArray {
 // unsupported header, big-endian or object data, or fewer data bytes than the header promises.
 NpyArray read_npy(const std::filesystem::path& path);
 
+// Rewrites a Fortran-order (column-major) array's data in row-major order and clears
+// fortran_order, so that every reader sees one layout; a row-major array is left as it is.
+void to_c_order(NpyArray& a);
+
 // The header of an array as NumPy writes it (version 1.0, padded to 64 bytes).
 std::string npy_header(const std::string& descr, const std::vector<size_t>& shape);
 // Writes through write_file_atomic: no partial file on failure.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "precsim/formats/quant_options.h"
@@ -19,6 +20,7 @@ struct ModelGemmError {
   GemmErrorStats error;
   GemmStats stats;
   double seconds = 0;  // wall time of the emulated product
+  std::span<const double> c;  // the model's C, m x n row-major; valid only during on_model
 };
 
 struct GemmModelsHooks {

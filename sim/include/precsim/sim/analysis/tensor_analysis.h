@@ -34,6 +34,9 @@ struct SchemeAnalysis {
   double clipped_fraction = 0;    // of the blocks
   double saturated_fraction = 0;  // of the finite inputs
   double bits_per_element = 0;
+  // Finite inputs that came out NaN or Inf: a block holding a NaN or Inf is NaN as a whole (its
+  // scale is), so one non-finite input takes its block's finite neighbours with it.
+  uint64_t poisoned = 0;
 };
 
 struct TensorAnalysis {
@@ -42,6 +45,12 @@ struct TensorAnalysis {
   std::map<int, uint64_t> exponent_histogram;  // floor(log2 |x|) of finite non-zero values -> count
   std::vector<SchemeAnalysis> schemes;          // in the order given
 };
+
+// One scheme on a rows x cols tensor: `q` receives the fake-quantized values (the bits of
+// block_fake_quantize with the scheme's stochastic-rounding key set to `tensor_index`), and the
+// result holds its error and statistics. analyze_tensor calls it per scheme.
+SchemeAnalysis analyze_scheme(std::span<const float> values, size_t rows, size_t cols, const BlockScaling& s,
+                              uint32_t tensor_index, std::span<float> q);
 
 // Fake-quantizes `values` (shape `shape`, row-major) under each scheme. `tensor_index` keys the
 // stochastic rounding of the tensor, so that tensors of one file draw different bits.

@@ -14,9 +14,9 @@ struct NpyArray;  // precsim/reports/npy.h
 // The element types npy_to_floats converts, as NumPy writes them (for error messages).
 inline constexpr const char* kNpyFloatDtypes = "<f4, <f8, <f2, |i1, |u1, |b1, <i2, <u2, <i4, <u4, <i8, <u8";
 
-// Every element of `a` as a float (static_cast from its type; float16 decoded exactly). Throws
-// std::invalid_argument "'<path>': ..." for a Fortran-order array or a dtype outside
-// kNpyFloatDtypes; `path` only names the array in the message.
+// Every element of `a` as a float, row-major (a Fortran-order array is reordered; static_cast
+// from its type; float16 decoded exactly). Throws std::invalid_argument "'<path>': ..." for a
+// dtype outside kNpyFloatDtypes; `path` only names the array in the message.
 std::vector<float> npy_to_floats(const NpyArray& a, const std::string& path);
 
 struct FloatTensor {

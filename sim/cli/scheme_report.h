@@ -1,0 +1,34 @@
+// A block-scaling scheme and what it did to a tensor, as JSON and as a table row: what `analyze`
+// writes per scheme and `quantize` for a block-scaled array, so that the two read alike.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "precsim/formats/block_scaling.h"
+#include "precsim/sim/analysis/tensor_analysis.h"
+
+namespace precsim::cli {
+
+// The scheme as configured (element format, rule, scale format, block sizes, options).
+nlohmann::json scheme_to_json(const BlockScaling& s);
+// [{exponent, count}, ...] in exponent order (notebooks/analyze.ipynb reads this shape).
+nlohmann::json histogram_json(const std::map<int, uint64_t>& h);
+// Error, flushing, clipping, saturation, non-finite counts and storage cost of one scheme.
+nlohmann::json scheme_result_json(const SchemeAnalysis& r);
+
+// The table: a header line and one line per scheme (QSNR, MSE, max rel, flushed, clipped,
+// saturated, bits per element), from a scheme_result_json object.
+std::string scheme_table_header();
+std::string scheme_table_row(const nlohmann::json& result);
+
+// "warning: NAME: N of COUNT inputs are NaN or Inf; ..." with the finite inputs each scheme lost
+// to a NaN/Inf in their block; empty when every input is finite.
+std::string nonfinite_warning(const std::string& name, uint64_t nonfinite, uint64_t count,
+                              std::span<const SchemeAnalysis> schemes);
+
+}  // namespace precsim::cli
