@@ -226,7 +226,9 @@ TEST(Nvfp4Recipe, HadamardSignsAreSharedByAllLayers) {
 
 // Without quantization the transform leaves the product as it was, to FP32 rounding.
 TEST(Nvfp4Recipe, HadamardKeepsTheProductAndRefusesAnIndivisibleK) {
-  GemmSpec plain, rht;
+  GemmSpec plain;
+  for (OperandSpec* o : {&plain.a, &plain.b}) o->fmt.format = format_by_name("fp32");
+  GemmSpec rht = plain;
   rht.hadamard = 16;
   const int m = 8, n = 8, k = 64;
   std::vector<float> a(size_t(m) * k), b(size_t(n) * k), c0(size_t(m) * n), c1(c0.size());

@@ -51,7 +51,8 @@ std::vector<Recipe> recipes_from_json(const json& list) {
       json o = r;
       const std::string name = o["name"];
       o.erase("name");
-      rec = recipe_from_json(o, o.contains("preset") ? o["preset"].get<std::string>() : name);
+      // The name is the preset when none is given; errors then name the recipe as the config does.
+      rec = recipe_from_json(o, name);
       rec.name = name;
     } else {
       throw std::invalid_argument("recipes: each entry is a preset name or an object, got " + r.dump());
