@@ -45,10 +45,10 @@ void RecipeGemm::transform(const float*& a, size_t a_rows, size_t a_cols, int a_
     throw std::invalid_argument(fmt::format("random Hadamard transform of size {} does not divide the reduction dimension "
                                             "K = {} of the {} GEMM", hadamard_, k, to_string(role())));
   if (signs_.empty() || signs_seed_ != seed) signs_ = hadamard_signs(hadamard_, seed), signs_seed_ = seed;
-  ta_.assign(a, a + a_rows * a_cols);
-  tb_.assign(b, b + b_rows * b_cols);
-  random_hadamard_transform(std::span<float>(ta_), a_rows, a_cols, a_axis, signs_);
-  random_hadamard_transform(std::span<float>(tb_), b_rows, b_cols, b_axis, signs_);
+  ta_.resize(a_rows * a_cols);
+  tb_.resize(b_rows * b_cols);
+  random_hadamard_transform(std::span<const float>(a, ta_.size()), ta_, a_rows, a_cols, a_axis, signs_);
+  random_hadamard_transform(std::span<const float>(b, tb_.size()), tb_, b_rows, b_cols, b_axis, signs_);
   a = ta_.data();
   b = tb_.data();
 }

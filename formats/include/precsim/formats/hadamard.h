@@ -30,6 +30,9 @@ std::vector<double> hadamard_signs(int n, uint64_t seed);
 // std::invalid_argument naming the extent and n otherwise.
 void random_hadamard_transform(std::span<float> data, size_t rows, size_t cols, int axis,
                                std::span<const double> signs);
+// The same, out of place (out may alias in).
+void random_hadamard_transform(std::span<const float> in, std::span<float> out, size_t rows, size_t cols, int axis,
+                               std::span<const double> signs);
 // The same transform in FP64 without any rounding to FP32 (the tests' exact side).
 void random_hadamard_transform(std::span<double> data, size_t rows, size_t cols, int axis,
                                std::span<const double> signs);
