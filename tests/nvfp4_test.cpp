@@ -230,5 +230,27 @@ TEST(Nvfp4, FourOverSixWorkedBlocksAndTies) {
   EXPECT_EQ(p.scales[2], __nv_cvt_float_to_fp8(1.0f, __NV_SATFINITE, __NV_E4M3));  // the tie keeps 6
 }
 
+
+// The block error Four Over Six saves (README: 16% of the MSE on N(0,1), 9% on Student-t with 3
+// degrees of freedom; the bounds below leave room for the sample).
+TEST(Nvfp4, FourOverSixLowersTheErrorOnGaussianAndHeavyTailedData) {
+  const size_t n = size_t{1} << 16;
+  std::vector<float> g(n), t(n), z(4 * n);
+  fill_normal(g, 7, 1);
+  fill_normal(z, 7, 2);
+  for (size_t i = 0; i < n; ++i) {  // t(3) = z / sqrt(chi2(3) / 3)
+    const double c = (double(z[4 * i + 1]) * z[4 * i + 1] + double(z[4 * i + 2]) * z[4 * i + 2] +
+                      double(z[4 * i + 3]) * z[4 * i + 3]) / 3;
+    t[i] = static_cast<float>(z[4 * i] / std::sqrt(c));
+  }
+  auto mse = [&](const std::vector<float>& x, const char* scheme) {
+    std::vector<float> q(x.size());
+    block_fake_quantize(parse_block_scaling(scheme), x, q, x.size() / 64, 64);
+    return error_stats(x, q).mse;
+  };
+  EXPECT_LT(mse(g, "nvfp4:4over6"), 0.9 * mse(g, "nvfp4"));
+  EXPECT_LT(mse(t, "nvfp4:4over6"), 0.95 * mse(t, "nvfp4"));
+}
+
 }  // namespace
 }  // namespace precsim
