@@ -232,7 +232,7 @@ TEST(Nvfp4, FourOverSixWorkedBlocksAndTies) {
 
 
 // The block error Four Over Six saves (README: 16% of the MSE on N(0,1), 9% on Student-t with 3
-// degrees of freedom; the bounds below leave room for the sample).
+// degrees of freedom, 2^20 values; measured here on 2^16: 16.4% and 8.4%, bounds 11% and 6%).
 TEST(Nvfp4, FourOverSixLowersTheErrorOnGaussianAndHeavyTailedData) {
   const size_t n = size_t{1} << 16;
   std::vector<float> g(n), t(n), z(4 * n);
@@ -248,8 +248,8 @@ TEST(Nvfp4, FourOverSixLowersTheErrorOnGaussianAndHeavyTailedData) {
     block_fake_quantize(parse_block_scaling(scheme), x, q, x.size() / 64, 64);
     return error_stats(x, q).mse;
   };
-  EXPECT_LT(mse(g, "nvfp4:4over6"), 0.9 * mse(g, "nvfp4"));
-  EXPECT_LT(mse(t, "nvfp4:4over6"), 0.95 * mse(t, "nvfp4"));
+  EXPECT_LT(mse(g, "nvfp4:4over6"), 0.89 * mse(g, "nvfp4"));
+  EXPECT_LT(mse(t, "nvfp4:4over6"), 0.94 * mse(t, "nvfp4"));
 }
 
 }  // namespace
