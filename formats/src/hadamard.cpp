@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "precsim/formats/sr_bits.h"
 
@@ -66,6 +67,14 @@ void transform_tile(const T* in, T* out, size_t si, size_t st, size_t w, const G
   }
 }
 
+// The recipe's case (FP32 data, forward, n = 16) compiled for AVX-512, AVX2 and the baseline and
+// chosen at run time (GCC function multiversioning): FP64 adds, subtracts and multiplies give the
+// same bits at any vector width, and -ffp-contract=off keeps FMA out.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void tile16_f32(const float* in, float* out, size_t si, size_t st, size_t w, const Geometry& g, double* buf) {
+  transform_tile<16, float, false>(in, out, si, st, w, g, buf);
+}
+
 template <class T, bool kInverse>
 void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols, int axis,
                std::span<const double> signs) {
@@ -99,7 +108,8 @@ void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols
       T* dst = out.data() + off;
       // n = 16 (the recipe's size) with n known to the compiler: the butterflies unroll.
       if (n == 16) {
-        transform_tile<16, T, kInverse>(src, dst, si, st, w, g, buf.data());
+        if constexpr (std::is_same_v<T, float> && !kInverse) tile16_f32(src, dst, si, st, w, g, buf.data());
+        else transform_tile<16, T, kInverse>(src, dst, si, st, w, g, buf.data());
       } else {
         transform_tile<0, T, kInverse>(src, dst, si, st, w, g, buf.data());
       }
