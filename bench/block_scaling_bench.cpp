@@ -1,12 +1,15 @@
 // Block-scaled fake quantization against the plain E4M3 quantize of the same array, in the same
 // run (issue 3 targets: MX along rows <= 1.5x, along columns and 2-D tiles <= 3x, NVFP4 with its
 // tensor amax pass <= 2.5x). Statistics are off, as in training use, except in the *_stats runs
-// (what `precsim analyze` asks for); *_scalar runs take the scalar reference path.
+// (what `precsim analyze` asks for); *_scalar runs take the scalar reference path. BM_RhtNvfp4
+// is the NVFP4 recipe's weight-gradient operand: a random Hadamard transform of size 16 along the
+// blocks' axis, then NVFP4 (issue 18 target: <= 3x plain E4M3).
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
+#include "precsim/formats/hadamard.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/sim/core/random.h"
 
@@ -71,6 +74,31 @@ BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows_stats, "nvfp4", 1, Path::kFusedStats)->U
 BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_rows_scalar, "mxfp8_e4m3", 1, Path::kScalar)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows_scalar, "nvfp4", 1, Path::kScalar)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RhtNvfp4(benchmark::State& state, int axis) {
+  BlockScaling s = parse_block_scaling("nvfp4");
+  s.axis = axis;
+  const std::vector<double> signs = hadamard_signs(16, 1);
+  std::vector<float> t(input().size(), 1.0f), out(input().size(), 1.0f);
+  for (auto _ : state) {
+    random_hadamard_transform(input(), t, kRows, kCols, axis, signs);  // into a copy, as RecipeGemm does
+    block_fake_quantize(s, t, out, kRows, kCols);
+    benchmark::DoNotOptimize(out.data());
+  }
+  finish(state);
+}
+void BM_Rht(benchmark::State& state, int axis) {  // the transform alone, for the breakdown
+  const std::vector<double> signs = hadamard_signs(16, 1);
+  std::vector<float> t(input().size(), 1.0f);
+  for (auto _ : state) {
+    random_hadamard_transform(input(), t, kRows, kCols, axis, signs);
+    benchmark::DoNotOptimize(t.data());
+  }
+  finish(state);
+}
+BENCHMARK_CAPTURE(BM_Rht, rows, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_RhtNvfp4, rows, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_RhtNvfp4, cols, 0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_PackedMxfp4(benchmark::State& state) {
   const BlockScaling s = parse_block_scaling("mxfp4");

@@ -13,7 +13,7 @@ mkdir -p "$out"
 cd "$out"
 
 presets=(fp32 bf16-amp fp16-amp fp16-amp-static fp16-noscale bf16-pure bf16-pure-sr bf16-pure-kahan
-         fp8-delayed fp8-current fp8-blockwise mxfp8 mxfp6 mxfp4 nvfp4 ddp8-bf16-ring ddp8-bf16-tree
+         fp8-delayed fp8-current fp8-blockwise mxfp8 mxfp8-ocp mxfp6 mxfp4 nvfp4 nvfp4-plain ddp8-bf16-ring ddp8-bf16-tree
          ddp8-bf16-fp32acc accum16-bf16-buffer accum16-bf16-sr accum16-bf16-kahan accum-hf-bug
          ddp8-bn-local ddp8-bn-sync)
 as_json() { local s; s="$(printf '"%s",' "$@")"; echo "[${s%,}]"; }

@@ -150,5 +150,107 @@ TEST(Nvfp4, TensorAmaxOverrideSplitsATensorAcrossCalls) {
   EXPECT_EQ(std::memcmp(whole.data(), parts.data(), x.size() * 4), 0);
 }
 
+
+// Four Over Six (arXiv 2512.02010) written from the paper's procedure with the CUDA conversions:
+// tensor scale 6 * 256 / amax, per 1x16 block the E4M3 scales of amax / 6 and amax / 4, the
+// elements rounded under each, and the candidate with the strictly lower squared error wins.
+struct Ref46 {
+  std::vector<float> values;
+  std::vector<uint8_t> scale_codes;
+  int fours = 0;
+};
+
+Ref46 reference_4over6(const std::vector<float>& x, size_t cols) {
+  float t = 0;
+  for (float v : x) t = std::max(t, std::fabs(v));
+  const float s_enc = t > 0 ? 6.0f * 256.0f / t : 1.0f;
+  const float s_dec = 1.0f / s_enc;
+  Ref46 r;
+  r.values.resize(x.size());
+  for (size_t b0 = 0; b0 < x.size(); b0 += 16) {
+    const size_t b1 = std::min(x.size(), b0 + 16);
+    float amax = 0;
+    for (size_t k = b0; k < b1; ++k) amax = std::max(amax, std::fabs(x[k]));
+    double err[2] = {0, 0};
+    std::vector<float> vals[2];
+    __nv_fp8_storage_t codes[2];
+    const float target[2] = {6.0f, 4.0f};
+    for (int c = 0; c < 2; ++c) {
+      codes[c] = __nv_cvt_float_to_fp8(amax / target[c] * s_enc, __NV_SATFINITE, __NV_E4M3);
+      const float sv = fp8_value(codes[c]);
+      const float s_enc_b = sv == 0 ? 0.0f : 1.0f / (sv * s_dec);
+      for (size_t k = b0; k < b1; ++k) {
+        const float q = fp4_value(__nv_cvt_float_to_fp4(x[k] * s_enc_b, __NV_E2M1, cudaRoundNearest));
+        const float v = sv == 0 ? std::copysign(0.0f, q) : static_cast<float>(static_cast<double>(q) * sv * s_dec);
+        vals[c].push_back(v);
+        err[c] += (double(v) - x[k]) * (double(v) - x[k]);
+      }
+    }
+    const int pick = err[1] < err[0] ? 1 : 0;
+    r.fours += pick;
+    r.scale_codes.push_back(codes[pick]);
+    std::copy(vals[pick].begin(), vals[pick].end(), r.values.begin() + b0);
+  }
+  (void)cols;
+  return r;
+}
+
+TEST(Nvfp4, FourOverSixMatchesThePaperProcedure) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const size_t rows = 32, cols = 64;
+    const auto x = test_tensor(rows * cols, seed);
+    const Ref46 ref = reference_4over6(x, cols);
+    const BlockScaling s = parse_block_scaling("nvfp4:4over6");
+    std::vector<float> q(x.size());
+    block_fake_quantize(s, x, q, rows, cols);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(q[i], ref.values[i]) << "element " << i << " x " << x[i];
+    EXPECT_EQ(block_quantize(s, x, rows, cols).scales, ref.scale_codes);
+    // Both candidates win somewhere on Gaussian data.
+    EXPECT_GT(ref.fours, 0);
+    EXPECT_LT(ref.fours, int(rows * cols / 16));
+  }
+}
+
+TEST(Nvfp4, FourOverSixWorkedBlocksAndTies) {
+  // Tensor amax 1536 = 6 * 256: s_enc = 1. Block 1 {6, 4.6}: to 6, 4.6 -> 4 (error 0.6); to 4 (scale
+  // 1.5), 4.6 / 1.5 = 3.07 -> 3 -> 4.5 (error 0.1): 4 wins. Block 2 {6, 3}: both exact, 6 wins the tie.
+  std::vector<float> x(48, 0.0f);
+  x[0] = 1536;
+  x[16] = 6, x[17] = 4.6f;
+  x[32] = 6, x[33] = 3;
+  std::vector<float> q(48);
+  const BlockScaling s = parse_block_scaling("nvfp4:4over6");
+  block_fake_quantize(s, x, q, 1, 48);
+  EXPECT_EQ(q[16], 6.0f);
+  EXPECT_EQ(q[17], 4.5f);
+  EXPECT_EQ(q[32], 6.0f);
+  EXPECT_EQ(q[33], 3.0f);
+  const BlockPacked p = block_quantize(s, x, 1, 48);
+  EXPECT_EQ(p.scales[1], __nv_cvt_float_to_fp8(1.5f, __NV_SATFINITE, __NV_E4M3));  // 6 / 4
+  EXPECT_EQ(p.scales[2], __nv_cvt_float_to_fp8(1.0f, __NV_SATFINITE, __NV_E4M3));  // the tie keeps 6
+}
+
+
+// The block error Four Over Six saves (README: 16% of the MSE on N(0,1), 9% on Student-t with 3
+// degrees of freedom, 2^20 values; measured here on 2^16: 16.4% and 8.4%, bounds 11% and 6%).
+TEST(Nvfp4, FourOverSixLowersTheErrorOnGaussianAndHeavyTailedData) {
+  const size_t n = size_t{1} << 16;
+  std::vector<float> g(n), t(n), z(4 * n);
+  fill_normal(g, 7, 1);
+  fill_normal(z, 7, 2);
+  for (size_t i = 0; i < n; ++i) {  // t(3) = z / sqrt(chi2(3) / 3)
+    const double c = (double(z[4 * i + 1]) * z[4 * i + 1] + double(z[4 * i + 2]) * z[4 * i + 2] +
+                      double(z[4 * i + 3]) * z[4 * i + 3]) / 3;
+    t[i] = static_cast<float>(z[4 * i] / std::sqrt(c));
+  }
+  auto mse = [&](const std::vector<float>& x, const char* scheme) {
+    std::vector<float> q(x.size());
+    block_fake_quantize(parse_block_scaling(scheme), x, q, x.size() / 64, 64);
+    return error_stats(x, q).mse;
+  };
+  EXPECT_LT(mse(g, "nvfp4:4over6"), 0.89 * mse(g, "nvfp4"));
+  EXPECT_LT(mse(t, "nvfp4:4over6"), 0.94 * mse(t, "nvfp4"));
+}
+
 }  // namespace
 }  // namespace precsim

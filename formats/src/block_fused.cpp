@@ -77,7 +77,8 @@ struct Fast {
 // The parameters of the fast path, or nullopt where it does not apply (formats whose values are
 // not all float32 values, MX elements whose largest value has more than 23 fraction bits).
 std::optional<Fast> make_fast(const BlockScaling& s, size_t rows, size_t cols, double encode_scale) {
-  if (rows == 0 || cols == 0) return std::nullopt;
+  // Four Over Six rounds every block twice to choose its scale: the reference path does it.
+  if (rows == 0 || cols == 0 || s.four_over_six) return std::nullopt;
   const auto plan = make_f32_plan(s.element, s.element_options);
   if (!plan) return std::nullopt;
   Fast f;

@@ -172,6 +172,49 @@ void nvfp4_scale(double max_elem, float scale_value, float s_dec, BlockScale& b)
   b.clipped = b.amax * b.enc > max_elem;
 }
 
+// Four Over Six's tensor scale uses 256 in place of E4M3's 448, so that a block scaled to 4
+// (its E4M3 scale 1.5 times larger) stays within E4M3's range (arXiv 2512.02010, their code's
+// E4M3_MAX_FOUROVERSIX).
+constexpr double kFourOverSixScaleMax = 256.0;
+
+// Sum over block i of (dequantized - x)^2 in FP64 under the block scale b, with the element pass's
+// arithmetic: (x * enc) in FP32, rounded by quantize() at the element's own SR index, times dec in
+// double rounded once to FP32.
+double block_sq_error(const BlockPlan& p, const float* in, size_t i, const BlockScale& b, uint64_t index_base) {
+  const BlockScaling& s = *p.scheme;
+  const size_t rb = i / p.nbc, cb = i % p.nbc;
+  const size_t r1 = std::min(p.rows, rb * p.br + p.br), c0 = cb * p.bc, c1 = std::min(p.cols, c0 + p.bc);
+  constexpr size_t kRun = 64;
+  float scaled[kRun], q[kRun];
+  double err = 0;
+  for (size_t r = rb * p.br; r < r1; ++r)
+    for (size_t c = c0; c < c1; c += kRun) {
+      const float* x = in + r * p.cols + c;
+      const size_t w = std::min(kRun, c1 - c);
+      for (size_t k = 0; k < w; ++k) scaled[k] = x[k] * b.enc;
+      quantize(s.element, std::span<const float>(scaled, w), std::span<float>(q, w), s.element_options, nullptr,
+               index_base + r * p.cols + c);
+      for (size_t k = 0; k < w; ++k) {
+        const double d = static_cast<double>(static_cast<float>(static_cast<double>(q[k]) * b.dec)) - x[k];
+        err += d * d;
+      }
+    }
+  return err;
+}
+
+// The block's scale under Four Over Six: the candidate mapping amax to 6 unless the one mapping it
+// to 4 has a strictly lower squared error.
+void four_over_six_scale(BlockPlan& p, const float* in, size_t i, float scale6, float scale4, float s_dec,
+                         uint64_t index_base) {
+  const double max_elem = p.scheme->max_elem();
+  BlockScale& b = p.blocks[i];
+  BlockScale b4 = b;
+  nvfp4_scale(max_elem, scale6, s_dec, b);
+  if (b.nonfinite) return;
+  nvfp4_scale(max_elem, scale4, s_dec, b4);
+  if (block_sq_error(p, in, i, b4, index_base) < block_sq_error(p, in, i, b, index_base)) b = b4;
+}
+
 }  // namespace
 
 // FP8 recipes (§3.3, §3.4, §4.1): encode scale max_elem * 2^-margin / amax in FP32; amax below
@@ -215,7 +258,7 @@ BlockGeometry block_geometry(const BlockScaling& s, size_t rows, size_t cols) {
 }
 
 BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, size_t cols,
-                          double tensor_amax, double encode_scale) {
+                          double tensor_amax, double encode_scale, uint64_t index_base) {
   BlockPlan p;
   p.scheme = &s;
   p.rows = rows, p.cols = cols;
@@ -235,7 +278,7 @@ BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, s
   const int emax = s.emax_elem();
   float s_enc = 1, s_dec = 1;
   Format e4m3;
-  std::vector<float> nv_in, nv_scale;
+  std::vector<float> nv_in, nv_scale, nv_scale4;
   if (s.rule == ScaleRule::kNvfp4) {
     e4m3 = format_by_name("float8_e4m3fn");
     double t = tensor_amax;
@@ -244,7 +287,7 @@ BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, s
       for (const auto& b : p.blocks) t = std::max<double>(t, b.amax);
     }
     if (std::isfinite(t) && t > 0) {
-      s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
+      s_enc = static_cast<float>(6.0 * (s.four_over_six ? kFourOverSixScaleMax : 448.0)) / static_cast<float>(t);
       if (std::isinf(s_enc)) s_enc = FLT_MAX;
     }
     s_dec = 1.0f / s_enc;
@@ -257,11 +300,18 @@ BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, s
     QuantOptions o;
     o.overflow = Overflow::kSaturate;
     quantize(e4m3, nv_in, nv_scale, o);
+    if (s.four_over_six) {
+      nv_scale4.resize(p.blocks.size());
+      for (size_t i = 0; i < p.blocks.size(); ++i)
+        nv_in[i] = p.blocks[i].nonfinite ? 0.0f : static_cast<float>(p.blocks[i].amax / 4.0f * s_enc);
+      quantize(e4m3, nv_in, nv_scale4, o);
+    }
   }
 #pragma omp parallel for schedule(static) if (p.blocks.size() >= 4096)
   for (int64_t i = 0; i < static_cast<int64_t>(p.blocks.size()); ++i) {
     BlockScale& b = p.blocks[i];
     if (s.rule == ScaleRule::kAmax) amax_scale(s, max_elem, encode_scale, b);
+    else if (s.rule == ScaleRule::kNvfp4 && s.four_over_six) four_over_six_scale(p, in, i, nv_scale[i], nv_scale4[i], s_dec, index_base);
     else if (s.rule == ScaleRule::kNvfp4) nvfp4_scale(max_elem, nv_scale[i], s_dec, b);
     else mx_scale(s, max_elem, emax, b);
   }

@@ -52,8 +52,9 @@ struct BlockPlan {
 // the one rule both the scalar and the vectorised path use.
 void amax_scale(const BlockScaling& s, double max_elem, double fixed_scale, BlockScale& b);
 
-// encode_scale > 0 fixes the scale of a per-tensor kAmax scheme (delayed scaling).
+// encode_scale > 0 fixes the scale of a per-tensor kAmax scheme (delayed scaling). index_base is
+// the stochastic-rounding index of in[0] (Four Over Six rounds each block under both scales).
 BlockPlan make_block_plan(const BlockScaling& s, const float* in, size_t rows, size_t cols,
-                          double tensor_amax, double encode_scale);
+                          double tensor_amax, double encode_scale, uint64_t index_base = 0);
 
 }  // namespace precsim

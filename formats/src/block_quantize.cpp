@@ -168,7 +168,7 @@ void block_fake_quantize_reference(const BlockScaling& s, std::span<const float>
                                    double tensor_amax) {
   check_shape(in, rows, cols);
   check_out(in, out);
-  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
+  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1, index_base);
   const PassCounts total = fake_quantize_pass(s, p, in.data(), out.data(), index_base, stats != nullptr);
   finish_stats(p, total, stats);
 }
@@ -236,7 +236,7 @@ BlockPacked block_quantize(const BlockScaling& s, std::span<const float> in, siz
 BlockPacked block_quantize_reference(const BlockScaling& s, std::span<const float> in, size_t rows, size_t cols,
                                      BlockStats* stats, uint64_t index_base, double tensor_amax) {
   check_shape(in, rows, cols);
-  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1);
+  const BlockPlan p = make_block_plan(s, in.data(), rows, cols, tensor_amax, -1, index_base);
   BlockPacked out;
   out.rows = rows, out.cols = cols, out.axis = s.axis;
   out.tensor_scale = p.tensor_dec;

@@ -43,7 +43,7 @@ constexpr Preset kMxPresets[] = {
 
 const char* kMxElementHelp = "e4m3 (float8_e4m3fn), e5m2, e2m3, e3m2, e2m1, int8";
 const char* kOptionHelp =
-    "options: rule=floor|ceil|even|rceil, block=N, axis=0|1, 2d, tensor, row, tile<N>, block<N>, mx, nvfp4, "
+    "options: rule=floor|ceil|even|rceil, block=N, axis=0|1, 2d, 4over6, tensor, row, tile<N>, block<N>, mx, nvfp4, "
     "pow2, fp32, eps=X, margin=N";
 const char* kSchemeHelp =
     "block-scaled schemes: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4, "
@@ -66,7 +66,7 @@ std::optional<BlockScaling> preset_scheme(std::string_view name) {
 
 // What the options of a scheme asked for, before it is checked as a whole.
 struct SchemeRequest {
-  bool rule_given = false, pow2 = false, fp32 = false, two_d = false;
+  bool rule_given = false, pow2 = false, fp32 = false, two_d = false, four_over_six = false;
   bool mx = false, nvfp4 = false;  // "<format>:mx", "<format>:nvfp4"
   int block = -1;                  // block=N
   int along = -2, across = -2;     // tensor, row, tile<N>, block<N>; -2: not given
@@ -103,6 +103,7 @@ bool apply_scheme_option(const Spec& spec, const SpecOption& o, BlockScaling& s,
     return true;
   }
   if (key == "2d") r.two_d = true;
+  else if (key == "4over6") r.four_over_six = true;
   else if (key == "pow2") r.pow2 = true;
   else if (key == "fp32") r.fp32 = true;
   else if (key == "mx") r.mx = true;
@@ -157,6 +158,10 @@ void check_scheme(const Spec& spec, BlockScaling& s, const SchemeRequest& r) {
   if (r.block >= 0) {
     if (s.rule == ScaleRule::kAmax) throw spec.error("use tile<N> or block<N> for FP8 recipes, not block=N");
     s.block_along = r.block;
+  }
+  if (r.four_over_six) {
+    if (s.rule != ScaleRule::kNvfp4) throw spec.error("4over6 applies to NVFP4 only (nvfp4, <e2m1 format>:nvfp4)");
+    s.four_over_six = true;
   }
   if (r.two_d) {
     if (s.rule == ScaleRule::kAmax) throw spec.error("2d applies to MX and NVFP4; FP8 2-D blocks are block<N>");

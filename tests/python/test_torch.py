@@ -118,13 +118,14 @@ def test_linear_and_matmul_products():
     da = precsim.gemm(qg, qb, model="fp32-seq", a_format="bf16", b_format="bf16", trans_b=True)
     assert torch.equal(a.grad, torch.from_numpy(da))
     # mxfp8's forward: weights cast to bf16, both operands MX-quantized along K (E4M3, blocks of
-    # 32), fp32-seq accumulation, bias added in FP32, the output rounded to bf16.
+    # 32, Transformer Engine's rceil scale rule), fp32-seq accumulation, bias added in FP32, the
+    # output rounded to bf16.
     lin = pt.Linear(40, 16, recipe="mxfp8")
     y = lin(a)
     wc = precsim.quantize(lin.weight.detach().numpy(), "bf16")
     bc = precsim.quantize(lin.bias.detach().numpy(), "bf16")
-    xq = precsim.block_quantize(a.detach().numpy(), "mxfp8_e4m3")
-    wq = precsim.block_quantize(wc, "mxfp8_e4m3")
+    xq = precsim.block_quantize(a.detach().numpy(), "mxfp8_e4m3:rule=rceil")
+    wq = precsim.block_quantize(wc, "mxfp8_e4m3:rule=rceil")
     ref = precsim.quantize(precsim.gemm(xq, wq, trans_b=True, model="fp32-seq") + bc, "bf16")
     assert torch.equal(y, torch.from_numpy(ref))
     with pytest.raises(ValueError, match="unknown recipe|fp33"):

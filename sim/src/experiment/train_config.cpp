@@ -51,7 +51,8 @@ std::vector<Recipe> recipes_from_json(const json& list) {
       json o = r;
       const std::string name = o["name"];
       o.erase("name");
-      rec = recipe_from_json(o, o.contains("preset") ? o["preset"].get<std::string>() : name);
+      // The name is the preset when none is given; errors then name the recipe as the config does.
+      rec = recipe_from_json(o, name);
       rec.name = name;
     } else {
       throw std::invalid_argument("recipes: each entry is a preset name or an object, got " + r.dump());
@@ -60,6 +61,25 @@ std::vector<Recipe> recipes_from_json(const json& list) {
     out.push_back(rec);
   }
   return out;
+}
+
+// The weight-gradient GEMM reduces over the tokens of one micro-batch of one worker (and, with
+// attention products in the recipe, over the context): the Hadamard size must divide them.
+void check_hadamard_divides(const Recipe& r, const TrainConfig& c) {
+  const int n = r.wgrad.hadamard;
+  if (!n) return;
+  const bool tf = c.model_type == "transformer";
+  const int64_t rows = c.batch / (int64_t(r.parallel.workers) * r.accumulation.micro_batches);
+  const int64_t tokens = rows * (tf ? c.transformer.context : 1);
+  if (tokens % n != 0)
+    throw std::invalid_argument(fmt::format(
+        "recipe '{}': rht_size {} does not divide the weight-gradient GEMM's reduction dimension K = {} ({} rows per "
+        "micro-batch{}); allowed: a power of two dividing K",
+        r.name, n, tokens, rows, tf ? fmt::format(" x context {}", c.transformer.context) : ""));
+  if (tf && r.attention.products_in_recipe && c.transformer.context % n != 0)
+    throw std::invalid_argument(fmt::format("recipe '{}': rht_size {} does not divide the context {} over which the "
+                                            "attention products (attention.products recipe) reduce",
+                                            r.name, n, c.transformer.context));
 }
 
 }  // namespace
@@ -121,6 +141,7 @@ TrainConfig train_config_from_json(const json& j) {
   if (c.variants.empty()) throw std::invalid_argument("recipes: give at least one recipe");
   for (const Recipe& r : c.variants) {
     check_split(r.parallel, r.accumulation, c.batch, r.name);
+    check_hadamard_divides(r, c);
     if (r.parallel.batchnorm != BatchNormStats::kMicroBatch && !(c.model_type == "mlp" && c.model.batchnorm))
       throw std::invalid_argument(fmt::format("recipe '{}': parallel.batchnorm_stats {} needs BatchNorm layers (model.batchnorm true)",
                                               r.name, to_string(r.parallel.batchnorm)));

@@ -35,10 +35,12 @@ std::string operand_scheme(const OperandSpec& spec, int margin) {
     case Scaling::kTensorDelayed: return f.name + ":tensor" + m;
     case Scaling::kRowwise: return fmt::format("{}:tile{}:pow2", f.name, spec.block);
     case Scaling::kBlock2d: return fmt::format("{}:block{}:pow2", f.name, spec.block);
-    case Scaling::kMx: return mx_scheme(f) + (spec.block != 32 ? fmt::format(":block={}", spec.block) : "");
+    case Scaling::kMx:
+      return mx_scheme(f) + (spec.block != 32 ? fmt::format(":block={}", spec.block) : "") +
+             (spec.mx_rule != "floor" ? ":rule=" + spec.mx_rule : "") + (spec.two_d ? ":2d" : "");
     case Scaling::kNvfp4:
       if (!same_encoding(f, format_by_name("float4_e2m1fn"))) throw std::invalid_argument("scaling nvfp4 needs element format e2m1, got '" + f.name + "'");
-      return "nvfp4";
+      return std::string("nvfp4") + (spec.two_d ? ":2d" : "") + (spec.four_over_six ? ":4over6" : "");
   }
   return f.name;
 }

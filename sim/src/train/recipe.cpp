@@ -105,14 +105,18 @@ Recipe build_preset(std::string_view n) {
     r = scaled("e4m3", "e4m3", Scaling::kRowwise, 128);  // 1x128 activations and gradients
     r.forward.b.scaling = Scaling::kBlock2d;             // 128x128 weights
     r.dgrad.b.scaling = Scaling::kBlock2d;
-  } else if (n == "mxfp8") {
+  } else if (n == "mxfp8" || n == "mxfp8-ocp") {
     r = scaled("e4m3", "e4m3", Scaling::kMx, 32);  // TE MXFP8BlockScaling: E4M3 everywhere
+    r.block.mx_scale_rule = n == "mxfp8" ? "rceil" : "floor";  // TE rounds the scale up; OCP floors
   } else if (n == "mxfp6") {
     r = scaled("e2m3", "e3m2", Scaling::kMx, 32);
   } else if (n == "mxfp4") {
     r = scaled("e2m1", "e2m1", Scaling::kMx, 32);
-  } else if (n == "nvfp4") {
+  } else if (n == "nvfp4" || n == "nvfp4-plain") {
     r = scaled("e2m1", "e2m1", Scaling::kNvfp4, 16, Rounding::kStochastic);
+    r.block.sr_gradients = true;
+    // The published recipe (arXiv 2509.25149 §4): RHT on the weight-gradient GEMM, 16x16 weights.
+    r.block.rht = r.block.weights_2d = n == "nvfp4";
   } else if (n == "ddp8-bf16-ring" || n == "ddp8-bf16-tree" || n == "ddp8-bf16-fp32acc") {
     // BF16 autocast, 8 workers summing BF16 buckets as NCCL does (docs/SOURCES.md TC 4.1).
     r = amp("bf16");
@@ -144,6 +148,7 @@ Recipe build_preset(std::string_view n) {
   }
   r.name = r.preset = std::string(n);
   r.master_format = format_by_name("fp32");
+  apply_block_recipe(r);
   return r;
 }
 
@@ -228,6 +233,19 @@ GemmSpec gemm_from(const json& j, const std::string& where) {
   return g;
 }
 
+// In an NVFP4 recipe sr_gradients decides the gradient operands' rounding; a config that also sets
+// one of them to something else contradicts it.
+void check_gradient_rounding(const Recipe& r, const json& patch) {
+  if (!uses_scaling(r, Scaling::kNvfp4)) return;
+  for (const auto& [pass, spec] : {std::pair<const char*, const GemmSpec*>{"dgrad", &r.dgrad}, {"wgrad", &r.wgrad}}) {
+    const json::json_pointer at(std::string("/gemm/") + pass + "/a/rounding");
+    if (patch.contains(at) && patch[at].get<std::string>() != to_string(spec->a.fmt.rounding))
+      throw std::invalid_argument(fmt::format(
+          "recipe '{}': gemm.{}.a.rounding '{}' contradicts sr_gradients {} (which makes it {}); set sr_gradients instead",
+          r.name, pass, patch[at].get<std::string>(), r.block.sr_gradients, to_string(spec->a.fmt.rounding)));
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(Role r) {
@@ -263,7 +281,8 @@ const std::vector<std::string>& recipe_preset_names() {
   static const std::vector<std::string> kNames = {
       "fp32",         "bf16-amp",      "fp16-amp",    "fp16-amp-static", "fp16-noscale",
       "bf16-pure",    "bf16-pure-sr",  "bf16-pure-kahan", "fp8-delayed", "fp8-current",
-      "fp8-blockwise", "mxfp8",        "mxfp6",       "mxfp4",           "nvfp4",
+      "fp8-blockwise", "mxfp8",        "mxfp8-ocp",   "mxfp6",           "mxfp4",
+      "nvfp4",        "nvfp4-plain",
       "ddp8-bf16-ring", "ddp8-bf16-tree", "ddp8-bf16-fp32acc", "accum16-bf16-buffer", "accum16-bf16-sr",
       "accum16-bf16-kahan", "accum-hf-bug", "ddp8-bn-local", "ddp8-bn-sync"};
   return kNames;
@@ -293,7 +312,13 @@ nlohmann::json recipe_to_json(const Recipe& r) {
           {"margin", r.margin},
           {"parallel", parallel_to_json(r.parallel)},
           {"accumulation", accumulation_to_json(r.accumulation)},
-          {"attention", attention_json(r.attention)}};
+          {"attention", attention_json(r.attention)},
+          {"rht", r.block.rht},
+          {"rht_size", r.block.rht_size},
+          {"weights_2d", r.block.weights_2d},
+          {"sr_gradients", r.block.sr_gradients},
+          {"four_over_six", r.block.four_over_six},
+          {"mx_scale_rule", r.block.mx_scale_rule}};
 }
 
 Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) {
@@ -352,6 +377,14 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
   r.parallel = parallel_from_json(merged["parallel"]);
   r.accumulation = accumulation_from_json(merged["accumulation"]);
   r.attention = attention_from(merged["attention"]);
+  r.block.rht = merged["rht"].get<bool>();
+  r.block.rht_size = merged["rht_size"].get<int>();
+  r.block.weights_2d = merged["weights_2d"].get<bool>();
+  r.block.sr_gradients = merged["sr_gradients"].get<bool>();
+  r.block.four_over_six = merged["four_over_six"].get<bool>();
+  r.block.mx_scale_rule = merged["mx_scale_rule"].get<std::string>();
+  apply_block_recipe(r);
+  check_gradient_rounding(r, j);
   return r;
 }
 
@@ -376,6 +409,16 @@ std::string recipe_keys_doc() {
                     Transformer Engine's default) | recipe (the gemm specs above, FP8 in FP8 recipes)
   attention.scores  {format, rounding}: Q K^T and the softmax probabilities as stored (preset: activations)
   attention.opmath  fp32 | low: softmax and LayerNorm intermediates rounded to the activations' format
+  rht               NVFP4: random Hadamard transform of both weight-gradient GEMM operands along the
+                    reduction dimension, signs from the run's seed shared by all layers (nvfp4: true)
+  rht_size          its size, a power of two dividing the tokens of a micro-batch (16)
+  weights_2d        NVFP4 / MX: weights in 16x16 / 32x32 blocks, the same quantized weight in the
+                    forward and backward pass (nvfp4: true)
+  sr_gradients      NVFP4: stochastic rounding of the gradient operands (dgrad.a, wgrad.a), nearest
+                    rounding of the others (nvfp4, nvfp4-plain: true)
+  four_over_six     NVFP4: each block scaled so its max maps to 4 or 6, the lower squared error wins
+                    (arXiv 2512.02010)
+  mx_scale_rule     MX: floor (OCP, mxfp8-ocp) | ceil | even | rceil (Transformer Engine, mxfp8)
 )") + split_keys_doc();
 }
 

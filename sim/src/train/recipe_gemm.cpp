@@ -4,7 +4,10 @@
 #include <span>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "precsim/formats/block_scaling.h"
+#include "precsim/formats/hadamard.h"
 
 namespace precsim {
 namespace {
@@ -30,7 +33,8 @@ RecipeGemm::RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len
     : pass_(pass),
       accum_(parse_accum_model(spec.accum)),
       a_(spec.a, amax_history_len, margin),
-      b_(spec.b, amax_history_len, margin) {
+      b_(spec.b, amax_history_len, margin),
+      hadamard_(spec.hadamard) {
   // The operand quantizers hand gemm() dequantized FP32 values, not elements and scales, which
   // the block-scaled instructions need (README, Accumulation models).
   if (accum_.kind == AccumKind::kBlockFma && accum_.block.in_instruction_scales)
@@ -38,6 +42,22 @@ RecipeGemm::RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len
                                 "' applies block scales inside the instruction; a recipe's GEMMs take dequantized "
                                 "operands without their scales, so it is usable in gemm() with BlockScales but "
                                 "not yet in recipes (b200-fp8 models the same unit without scales)");
+  if (hadamard_) check_hadamard_size(hadamard_);
+}
+
+// Copies of both operands transformed along K (the random Hadamard transform of the NVFP4 recipe).
+void RecipeGemm::transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
+                           size_t b_cols, int b_axis, int k, uint64_t seed) {
+  if (k % hadamard_ != 0)
+    throw std::invalid_argument(fmt::format("random Hadamard transform of size {} does not divide the reduction dimension "
+                                            "K = {} of the {} GEMM", hadamard_, k, to_string(role())));
+  if (signs_.empty() || signs_seed_ != seed) signs_ = hadamard_signs(hadamard_, seed), signs_seed_ = seed;
+  ta_.resize(a_rows * a_cols);
+  tb_.resize(b_rows * b_cols);
+  random_hadamard_transform(std::span<const float>(a, ta_.size()), ta_, a_rows, a_cols, a_axis, signs_);
+  random_hadamard_transform(std::span<const float>(b, tb_.size()), tb_, b_rows, b_cols, b_axis, signs_);
+  a = ta_.data();
+  b = tb_.data();
 }
 
 void RecipeGemm::run(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys,
@@ -51,6 +71,11 @@ void RecipeGemm::run(GemmArgs args, int batch, const float* a, const float* b, f
   const size_t sa = ar * ac, sb = br * bc, sc = size_t(m) * n;
   qa_.resize(sa * batch);
   qb_.resize(sb * batch);
+  if (st) {
+    const size_t r = size_t(role());
+    st->role_nonzero[r] += count_nonzero(a, qa_.size()) + count_nonzero(b, qb_.size());
+  }
+  if (hadamard_) transform(a, ar * batch, ac, args.trans_a ? 0 : 1, b, br * batch, bc, args.trans_b ? 1 : 0, k, keys.a.seed);
   QuantStats qsa, qsb;
   args.a_format = a_.apply(std::span<const float>(a, qa_.size()), qa_, ar * batch, ac, args.trans_a ? 0 : 1, keys.a,
                            &qsa, keys.delayed_a);
@@ -58,7 +83,6 @@ void RecipeGemm::run(GemmArgs args, int batch, const float* a, const float* b, f
                            &qsb, keys.delayed_b);
   if (st) {
     const size_t r = size_t(role());
-    st->role_nonzero[r] += count_nonzero(a, qa_.size()) + count_nonzero(b, qb_.size());
     st->roles[r] += qsa;
     st->roles[r] += qsb;
   }

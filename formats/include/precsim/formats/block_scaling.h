@@ -62,6 +62,10 @@ struct BlockScaling {
   int axis = 1;              // 1: along rows (last dimension), 0: along columns
   double amax_epsilon = 0;   // kAmax: amax below this is raised to it (TE amax_epsilon, torchao 1e-12)
   int margin = 0;            // kAmax: scale divided by 2^margin (TE DelayedScaling margin)
+  // kNvfp4, Four Over Six (arXiv 2512.02010): the FP32 tensor scale is 6 * 256 / amax_tensor and
+  // every block takes the E4M3 scale that maps its amax to 6 or the one that maps it to 4,
+  // whichever gives the lower sum of squared errors of the dequantized block (6 on a tie).
+  bool four_over_six = false;
   QuantOptions element_options{.overflow = Overflow::kSaturate};  // elements always saturate
 
   // Exponent of the element's largest power of two (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2,

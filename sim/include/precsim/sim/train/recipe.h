@@ -60,6 +60,10 @@ struct OperandSpec {
   TensorFormat fmt;
   Scaling scaling = Scaling::kNone;
   int block = 0;  // block length for kRowwise, kBlock2d, kMx, kNvfp4
+  // Set from the recipe's switches (BlockRecipe), not read from the operand's JSON:
+  bool two_d = false;          // kMx, kNvfp4: square block x block blocks
+  bool four_over_six = false;  // kNvfp4: each block scaled to 4 or 6, the lower block error wins
+  std::string mx_rule = "floor";  // kMx: the E8M0 scale rule (floor, ceil, even, rceil)
 };
 
 // C = A B^T with both operands quantized along the reduction dimension K.
@@ -68,6 +72,22 @@ struct OperandSpec {
 struct GemmSpec {
   OperandSpec a, b;
   std::string accum = "fp32-seq";  // AccumModel preset
+  // Random Hadamard transform of this size on both operands along K before they are quantized
+  // (formats/hadamard.h); 0: none. Set from BlockRecipe::rht (the weight-gradient GEMM).
+  int hadamard = 0;
+};
+
+// The switches of NVIDIA's NVFP4 training recipe (arXiv 2509.25149, Transformer Engine's
+// NVFP4BlockScaling), Four Over Six (arXiv 2512.02010) and the MX scale rule. Each rewrites the
+// operand specs it names when the recipe is resolved; rht, sr_gradients and four_over_six need an
+// NVFP4 recipe, weights_2d an NVFP4 or MX one, mx_scale_rule other than floor an MX one.
+struct BlockRecipe {
+  bool rht = false;            // Hadamard transform of both weight-gradient GEMM operands along K
+  int rht_size = 16;           // its size, a power of two dividing K
+  bool weights_2d = false;     // weights (forward.b, dgrad.b) in 16x16 (NVFP4) or 32x32 (MX) blocks
+  bool sr_gradients = false;   // gradient operands (dgrad.a, wgrad.a) stochastic, nearest otherwise
+  bool four_over_six = false;  // every NVFP4 operand scaled to 4 or 6 per block
+  std::string mx_scale_rule = "floor";  // E8M0 rule of every MX operand: floor (OCP) | ceil | even | rceil (TE)
 };
 
 enum class LossScaleMode : uint8_t { kNone, kStatic, kDynamic };
@@ -110,9 +130,18 @@ struct Recipe {
   ParallelSpec parallel;          // W workers and the all-reduce
   AccumulationSpec accumulation;  // N micro-batches per worker
   AttentionPrecision attention;
+  BlockRecipe block;
 
   bool has_master() const { return master_weights != "none"; }
 };
+
+// Whether any GEMM operand of the recipe uses this scaling.
+bool uses_scaling(const Recipe& r, Scaling s);
+
+// Rewrites the GEMM operand specs from r.block (2-D weight blocks, 4/6, the MX rule, the Hadamard
+// size, gradient rounding). Throws std::invalid_argument naming the switch when it does not fit the
+// recipe (rht on a recipe without NVFP4 operands, a Hadamard size that is not a power of two).
+void apply_block_recipe(Recipe& r);
 
 // Preset names in documentation order.
 const std::vector<std::string>& recipe_preset_names();

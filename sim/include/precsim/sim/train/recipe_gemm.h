@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "precsim/sim/accum/accum_model.h"
@@ -38,14 +39,26 @@ class RecipeGemm {
   // `batch` stacked products C_i = op(A_i) op(B_i), laid out as args says (the stacks follow each
   // other in memory; only batch 1 may transpose A or store B untransposed, since blocks run along
   // K). st (optional) counts both operands' roundings and non-zero inputs under role(); executor
-  // null: the emulated gemm().
+  // null: the emulated gemm(). With a Hadamard size (GemmSpec::hadamard) both operands are
+  // transformed along K before they are quantized, with the signs of keys.a.seed; a size that does
+  // not divide K throws std::invalid_argument.
   void run(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys, StepStats* st,
            GemmExecutor* executor);
+  // The operands of the last run as the product saw them (quantized, in their storage layout).
+  std::span<const float> quantized_a() const { return qa_; }
+  std::span<const float> quantized_b() const { return qb_; }
 
  private:
+  void transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
+                 size_t b_cols, int b_axis, int k, uint64_t seed);
+
   GemmPass pass_ = GemmPass::kForward;
   AccumModel accum_;
   OperandQuantizer a_, b_;
+  int hadamard_ = 0;
+  std::vector<double> signs_;   // of signs_seed_, made on first use
+  uint64_t signs_seed_ = 0;
+  std::vector<float> ta_, tb_;  // the transformed operands
   std::vector<float> qa_, qb_;  // the quantized operands, reused across calls
 };
 
