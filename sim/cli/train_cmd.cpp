@@ -38,6 +38,10 @@ TrainTwin cuda_twin(const TrainConfig& c, int device) {
   const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);
   const PrecsimGpuDevice& dev = device_or_throw(sys, device);
+  for (const Recipe& r : c.variants)
+    if (!r.parts.empty() || r.keep_bf16.any())
+      throw UsageError("--backend cuda runs one recipe per model; recipe '" + r.name +
+                       "' has per-part keys (layers, keep_bf16_layers), which the device GEMMs do not follow");
   try {
     for (const Recipe& r : c.variants) check_cuda_recipe(r, dev);
   } catch (const GpuError& e) {
