@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -127,6 +128,9 @@ TEST(Attribution, AnOutlierInOneMlpLayerRanksThatLayerFirst) {
   const json res = attribute(cfg, "mxfp4", "layer");
   std::filesystem::remove_all(dir);
   ASSERT_EQ(res["units"].size(), 3u);
+  for (const auto& u : res["units"])
+    std::printf("layer %s: leave-one-out %.4g [%.4g, %.4g], share %.3f\n", u["unit"].get<std::string>().c_str(),
+                mean(u, "leave_one_out"), lo(u), hi(u), num(u["share_of_gap"]));
   EXPECT_EQ(res["units"][0]["unit"], "0");
   EXPECT_GT(lo(res["units"][0]), hi(res["units"][1]));
   const json roles = attribute(outlier_mlp_config(dir), "mxfp4", "layer-role");
