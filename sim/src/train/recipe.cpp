@@ -433,7 +433,9 @@ std::string recipe_keys_doc() {
                     that preset's per-layer keys). MLP: layer index ("0", "-1": the last) or "*";
                     transformer: embedding, head, blocks.I, blocks.*, blocks.I.attention,
                     blocks.I.mlp, blocks.*.attention, blocks.*.mlp (I may be negative); the more
-                    general name applies first
+                    general name applies first. blocks.I.attention and blocks.I.mlp reach those
+                    products (gemm, attention), their weights and weight gradients; the tensors a block stores
+                    (activations, gradients) follow blocks.I
   keep_bf16_layers  a fraction of the layers (the last ceil(fraction x layers)) or a list of layer
                     indices (MLP layers, transformer blocks) that take bf16-amp's per-layer keys
 )") + split_keys_doc();

@@ -17,7 +17,6 @@ namespace precsim {
 struct SearchOptions {
   std::vector<std::string> formats;  // element formats; each is a choice for a layer
   double budget = 0;                 // average bits per weight and activation, MAC-weighted
-  int beam = 1;                      // candidates kept per round (1: greedy)
 };
 
 // A layer's candidate format: element bits plus the block scale's bits per element.
