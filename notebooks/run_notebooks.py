@@ -40,6 +40,10 @@ cli("gemm", "--m", "8", "--n", "8", "--sweep-k", "64,256,1024", "--model", "fp32
 cli("train", "--config", train_cfg, "--out", os.path.join(out, "train.json"))
 # A transformer's train report has the MLP's shape plus per-block series: the same notebook plots it.
 cli("train", "--experiment", "tiny-gpt", "--steps", "20", "--out", os.path.join(out, "tiny-gpt.json"))
+# Attribution by layer x role of mxfp4 on the small MLP (2 layers x 4 roles), ranked by local error
+# (30 steps leave the held-out loss gap inside the seed noise).
+cli("attribute", "--config", train_cfg, "--recipe", "mxfp4", "--unit", "layer-role", "--steps", "30", "--metric", "local_grad_rel_err",
+    "--out", os.path.join(out, "attribute.json"))
 cli("allreduce", "-w", "2,4,8,16", "-n", "4096", "-f", "bf16,fp32", "-a", "ring,tree", "--out", os.path.join(out, "allreduce.json"))
 # The shipped precision-scaling sweep, cut to 4 short units (2 widths x 2 seeds).
 with open(os.path.join(here, "sweep_kumar.json")) as f:
@@ -50,7 +54,7 @@ with open(os.path.join(out, "sweep-plan.json"), "w") as f:
     json.dump(kumar, f)
 subprocess.run([precsim, "sweep", os.path.join(out, "sweep-plan.json"), "--out-dir", os.path.join(out, "sweep"), "--jobs", "2"],
                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for name in ("formats", "analyze", "gemm", "train", "tiny-gpt", "allreduce", "sweep/sweep"):
+for name in ("formats", "analyze", "gemm", "train", "tiny-gpt", "attribute", "allreduce", "sweep/sweep"):
     with open(os.path.join(out, f"{name}.json")) as f:
         errors = list(validator.iter_errors(json.load(f)))
     for e in errors[:3]:
@@ -62,6 +66,7 @@ plan = {"formats": [("formats.json", ["formats_windows.png", "formats_grids.png"
         "gemm": [("gemm.json", ["gemm_error_vs_k.png"])],
         "training": [("train.json", ["training.png"]), ("tiny-gpt.json", ["training.png"])],
         "parallel": [("allreduce.json", ["parallel_error.png"])],
+        "attribute": [("attribute.json", ["attribute_heatmap.png"])],
         "sweep": [("sweep/sweep.json", ["sweep_bits.png", "sweep_width.png", "sweep_fit.png"])]}
 notebooks = sorted(f[:-6] for f in os.listdir(here) if f.endswith(".ipynb"))
 runs = 0

@@ -27,7 +27,7 @@ with open(schema_path) as f:
     schema = json.load(f)
 jsonschema.Draft202012Validator.check_schema(schema)
 validator = jsonschema.Draft202012Validator(schema)
-KINDS = ["formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "sweep", "gpu-info", "gpu-gemm", "gpu-probe"]
+KINDS = ["formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "sweep", "attribute", "search", "gpu-info", "gpu-gemm", "gpu-probe"]
 
 
 def run(*args, env=None):
@@ -140,6 +140,8 @@ with tempfile.TemporaryDirectory() as tmp:
         "train seeds": ["train", "--config", cfg, "--seeds", "2", "--recipes", "fp32,bf16-amp"],
         "demo": ["demo", "--steps", "2"],
         "train transformer": ["train", "--experiment", "tiny-gpt", "--steps", "2"],
+        "attribute": ["attribute", "--config", cfg, "--recipe", "mxfp4", "--unit", "layer-role", "--units", "0/weights,1/activations"],
+        "search": ["search", "--config", cfg, "--formats", "e2m1,e4m3,bf16", "--budget", "10", "--steps", "4"],
     }
     env = None
     if gpu_fake:
@@ -230,6 +232,13 @@ with tempfile.TemporaryDirectory() as tmp:
     broken(T, ["results", "runs", 0, "reference", "series"], ("add", "loss_gap", [0.0]))
     broken(T, ["seeds", "seeds"], ("set", [-1]))
     broken(S, ["results", "variants", 0, "summary_ci95", "final_loss"], ("set", [1.0]))
+    broken("attribute", ["results", "units", 0, "leave_one_out", "heldout_loss", "ci95"], ("set", [1.0]))
+    broken("attribute", ["results", "units", 0], ("add", "shapley", 0.5))
+    broken("attribute", ["results", "unit_kind"], ("set", "tensor"))
+    broken("attribute", ["results", "interaction"], ("del",))
+    broken("search", ["results", "points", 0, "digest"], ("set", "sha256:00"))
+    broken("search", ["results", "points", 0], ("add", "bits", 8))
+    broken("search", ["results", "method"], ("set", "beam"))
     expect(bool(docs[T]["results"]["runs"][0]["variants"][2]["fp8_delayed_scales"]), "train: fp8-delayed reports its scales")
     expect(len(docs[T]["results"]["runs"][0]["variants"][0]["histograms"]) == 2, "train: histograms at the steps asked")
     if gpu_fake:

@@ -14,19 +14,6 @@
 namespace precsim::cli {
 namespace {
 
-// Experiments by name (--experiment); each is a full configuration.
-const std::map<std::string, const char*>& experiments() {
-  // tiny-gpt: a 2-block transformer learning to copy variable-length sequences, the reference and
-  // four recipes side by side in under two minutes on two cores.
-  static const std::map<std::string, const char*> kExperiments = {{"tiny-gpt", R"({
-    "steps": 200, "batch": 16, "seed": 1, "shadow_every": 20,
-    "model": {"type": "transformer", "layers": 2, "heads": 2, "width": 32, "context": 12},
-    "data": {"kind": "copy", "symbols": 6, "min_length": 2, "max_length": 6, "train_size": 1024, "heldout_size": 128},
-    "optimizer": {"kind": "adamw", "lr": 0.003},
-    "recipes": ["fp32", "bf16-amp", "fp16-amp", "fp8-delayed"]})"}};
-  return kExperiments;
-}
-
 struct Args {
   std::string experiment;
   std::string text;
@@ -52,6 +39,10 @@ TrainTwin cuda_twin(const TrainConfig& c, int device) {
   const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);
   const PrecsimGpuDevice& dev = device_or_throw(sys, device);
+  for (const Recipe& r : c.variants)
+    if (!r.parts.empty() || r.keep_bf16.any())
+      throw UsageError("--backend cuda runs one recipe per model; recipe '" + r.name +
+                       "' has per-part keys (layers, keep_bf16_layers), which the device GEMMs do not follow");
   try {
     for (const Recipe& r : c.variants) check_cuda_recipe(r, dev);
   } catch (const GpuError& e) {
@@ -64,30 +55,6 @@ TrainTwin cuda_twin(const TrainConfig& c, int device) {
   return b;
 }
 
-nlohmann::json read_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("--config '" + path + "': cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError("--config '" + path + "': not valid JSON: " + e.what());
-  }
-}
-
-// Data files named in a config are found beside the config, wherever precsim runs from.
-void resolve_data_paths(nlohmann::json& j, const std::string& config_path) {
-  if (!j.is_object() || !j.contains("data") || !j["data"].is_object()) return;
-  const std::filesystem::path dir = std::filesystem::path(config_path).parent_path();
-  for (const char* key : {"features_path", "labels_path", "text_path"}) {
-    const auto it = j["data"].find(key);
-    if (it == j["data"].end() || !it->is_string()) continue;
-    const std::filesystem::path p = it->get<std::string>();
-    if (p.is_relative()) *it = (dir / p).lexically_normal().string();
-  }
-}
-
 void run(const Args& a) {
   if (a.config_help) {
     std::cout << train_config_doc();
@@ -96,18 +63,7 @@ void run(const Args& a) {
     std::cout << "\n";
     return;
   }
-  nlohmann::json j = a.config.empty() ? nlohmann::json::object() : read_config(a.config);
-  if (!a.config.empty()) resolve_data_paths(j, a.config);
-  if (!a.experiment.empty()) {
-    const auto it = experiments().find(a.experiment);
-    if (it == experiments().end()) {
-      std::string known;
-      for (const auto& [name, cfg] : experiments()) known += (known.empty() ? "" : ", ") + name;
-      throw UsageError("--experiment '" + a.experiment + "' is unknown; known experiments: " + known);
-    }
-    if (!a.config.empty()) throw UsageError("--experiment and --config exclude each other");
-    j = nlohmann::json::parse(it->second);
-  }
+  nlohmann::json j = config_or_experiment(a.config, a.experiment);
   if (!a.text.empty()) {
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "transformer")
       throw UsageError("--text '" + a.text + "' needs a transformer (model.type \"transformer\" in --config, or --experiment tiny-gpt)");

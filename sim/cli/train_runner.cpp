@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +26,88 @@ TrainConfig parse_train_config(const nlohmann::json& j, const std::string& sourc
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(source + ": " + e.what());
   }
+}
+
+namespace {
+
+// Experiments by name (--experiment); each is a full configuration.
+const std::map<std::string, const char*>& experiments() {
+  // tiny-gpt: a 2-block transformer learning to copy variable-length sequences, the reference and
+  // four recipes side by side in under two minutes on two cores.
+  static const std::map<std::string, const char*> kExperiments = {{"tiny-gpt", R"({
+    "steps": 200, "batch": 16, "seed": 1, "shadow_every": 20,
+    "model": {"type": "transformer", "layers": 2, "heads": 2, "width": 32, "context": 12},
+    "data": {"kind": "copy", "symbols": 6, "min_length": 2, "max_length": 6, "train_size": 1024, "heldout_size": 128},
+    "optimizer": {"kind": "adamw", "lr": 0.003},
+    "recipes": ["fp32", "bf16-amp", "fp16-amp", "fp8-delayed"]})"}};
+  return kExperiments;
+}
+
+}  // namespace
+
+nlohmann::json read_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--config '" + path + "': cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError("--config '" + path + "': not valid JSON: " + e.what());
+  }
+}
+
+// Data files named in a config are found beside the config, wherever precsim runs from.
+void resolve_data_paths(nlohmann::json& j, const std::string& config_path) {
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_object()) return;
+  const std::filesystem::path dir = std::filesystem::path(config_path).parent_path();
+  for (const char* key : {"features_path", "labels_path", "text_path"}) {
+    const auto it = j["data"].find(key);
+    if (it == j["data"].end() || !it->is_string()) continue;
+    const std::filesystem::path p = it->get<std::string>();
+    if (p.is_relative()) *it = (dir / p).lexically_normal().string();
+  }
+}
+
+nlohmann::json config_or_experiment(const std::string& config, const std::string& experiment) {
+  if (experiment.empty()) {
+    if (config.empty()) return nlohmann::json::object();
+    nlohmann::json j = read_config(config);
+    resolve_data_paths(j, config);
+    return j;
+  }
+  const auto it = experiments().find(experiment);
+  if (it == experiments().end()) {
+    std::string known;
+    for (const auto& [name, cfg] : experiments()) known += (known.empty() ? "" : ", ") + name;
+    throw UsageError("--experiment '" + experiment + "' is unknown; known experiments: " + known);
+  }
+  if (!config.empty()) throw UsageError("--experiment and --config exclude each other");
+  return nlohmann::json::parse(it->second);
+}
+
+void add_experiment_options(CLI::App* cmd, ExperimentArgs& a) {
+  cmd->add_option("--config", a.config, "JSON experiment configuration (as precsim train)");
+  cmd->add_option("--experiment", a.experiment, "a named experiment: tiny-gpt");
+  cmd->add_option("--steps", a.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seeds", a.seeds, "seeds (95% intervals need at least 2)")->check(CLI::Range(1, 1000));
+  add_threads_option(cmd, a.threads);
+  add_output_options(cmd, a.out);
+}
+
+TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& recipes, bool replace, const std::string& what) {
+  nlohmann::json j = config_or_experiment(a.config, a.experiment);
+  if (!j.is_object()) throw UsageError("--config '" + a.config + "': expected a JSON object");
+  if (replace || !j.contains("recipes")) j["recipes"] = recipes;
+  if (a.steps > 0) j["steps"] = a.steps;
+  if (a.seeds > 0) j["seeds"] = a.seeds;
+  return parse_train_config(j, a.config.empty() ? what : "--config '" + a.config + "'");
+}
+
+nlohmann::json seeds_json(const TrainConfig& c) {
+  nlohmann::json seeds = nlohmann::json::array();
+  for (int s = 0; s < c.seeds; ++s) seeds.push_back(c.seed + s);
+  return {{"seed", c.seed}, {"seeds", seeds}};
 }
 
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
@@ -84,15 +170,19 @@ class TrainProgress {
 
 }  // namespace
 
+// attribute and search show the same progress as train (--progress, --quiet).
+Progress progress_bar(int seeds) {
+  auto p = std::make_shared<TrainProgress>(progress_mode(), seeds);
+  return [p](int si, int64_t step, int64_t total) { p->step(si, step, total); };
+}
+
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl,
                       const TrainTwin& twin) {
   if (jsonl == "-" && out.json) throw UsageError("--jsonl - and --json both want stdout: give --jsonl a file name");
   check_output(out);
   Report r("train");
   r.config() = train_config_to_json(c);
-  nlohmann::json seeds = nlohmann::json::array();
-  for (int s = 0; s < c.seeds; ++s) seeds.push_back(c.seed + s);
-  r.seeds() = {{"seed", c.seed}, {"seeds", seeds}};
+  r.seeds() = seeds_json(c);
   std::unique_ptr<JsonlWriter> stream;
   if (!jsonl.empty()) {
     try {

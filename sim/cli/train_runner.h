@@ -26,6 +26,26 @@ TrainConfig parse_train_config(const nlohmann::json& j, const std::string& sourc
 // `jsonl`: "" for no stream, "-" for standard output (then no summary table), or a file.
 void run_train_report(const TrainConfig& c, const OutputOptions& out, const std::string& jsonl = "",
                       const TrainTwin& twin = {});
+// A config file (UsageError if unreadable or not JSON), or a named experiment (--experiment; tiny-gpt),
+// or an empty object when neither is given; both: UsageError.
+nlohmann::json config_or_experiment(const std::string& config, const std::string& experiment);
+// Options of a command that trains counterfactual recipes of one experiment (attribute, search).
+struct ExperimentArgs {
+  std::string config, experiment;
+  int64_t steps = 0;
+  int seeds = 0;
+  int threads = 0;
+  OutputOptions out;
+};
+// Adds --config, --experiment, --steps, --seeds, --threads, --out, --json, --deterministic.
+void add_experiment_options(CLI::App* cmd, ExperimentArgs& a);
+// The experiment's configuration with --steps and --seeds applied and `recipes` (when the config
+// has none, or when `replace`) set to `recipes`; `what` names the command in messages.
+TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& recipes, bool replace, const std::string& what);
+// A train-like report's seeds block: {"seed", "seeds": [seed, seed + 1, ...]}.
+nlohmann::json seeds_json(const TrainConfig& c);
+// A progress bar on stderr (one line per percent when stderr is not a terminal).
+Progress progress_bar(int seeds);
 // Adds --jsonl to a training command.
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl);
 

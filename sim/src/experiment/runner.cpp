@@ -15,6 +15,7 @@
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/train/operand_quant.h"
+#include "precsim/sim/train/recipe_parts.h"
 #include "seed_report.h"
 #include "seed_run.h"
 #include "transformer_problem.h"
@@ -297,6 +298,8 @@ void check_config(const TrainConfig& c, bool transformer) {
     if (c.batch > train_rows)
       throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
     for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
+    const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
+    for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
     for (const Recipe& r : c.variants)
       for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
         parse_accum_model(g->accum);

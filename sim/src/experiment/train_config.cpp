@@ -191,6 +191,7 @@ std::string train_config_doc() {
   model.qk_init_scale extra factor on the query and key weights: large values give large attention logits (1)
   model.outlier_scale the first MLP product's input at position 0 of every sequence is multiplied by
                       this: an injected massive activation (1: none)
+  model.outlier_layer the one block that gets it (-1: every block)
   data.kind           copy | reverse | sort | modadd ((sum of the items) mod symbols) | text (--text FILE)
   data.symbols        synthetic tokens 0..symbols-1, then SEP and PAD (10)
   data.min_length, data.max_length   items per synthetic problem, keyed uniform (2, 8); padded to context

@@ -80,7 +80,7 @@ void transformer_forward(TransformerActs<T>& a, const T* p, const TransformerLay
     residual_forward(sized(a.resid2[li], n).data(), a.resid[li].data(), tmp.data(), n);
     nx.round(RoundPoint::kActivation, id, a.resid2[li]);
     layernorm(a.ln2[li], a.ln2_mean[li], a.ln2_rstd[li], a.resid2[li], p + s.ln2_w, p + s.ln2_b, rows, C, id, nx);
-    if (l.outlier_scale != 1.0)
+    if (l.outlier_scale != 1.0 && (l.outlier_layer < 0 || l.outlier_layer == int(li)))
       for (int bi = 0; bi < B; ++bi)
         for (int i = 0; i < C; ++i) a.ln2[li][size_t(bi) * S * C + i] *= static_cast<T>(l.outlier_scale);
     linear_forward(sized(a.fc[li], size_t(rows) * H).data(), a.ln2[li].data(), p + s.fc_w, p + s.fc_b, rows, C, H,
@@ -132,7 +132,7 @@ void transformer_backward(T* g, TransformerActs<T>& a, const T* p, const Transfo
     dh.assign(n, T(0));
     linear_backward(dh.data(), g + s.fc_w, g + s.fc_b, dtmp.data(), a.ln2[li].data(), p + s.fc_w, rows, C, H,
                     tf_linear(TfSite::kFc, id), nx);
-    if (l.outlier_scale != 1.0)
+    if (l.outlier_scale != 1.0 && (l.outlier_layer < 0 || l.outlier_layer == int(li)))
       for (int bi = 0; bi < B; ++bi)
         for (int i = 0; i < C; ++i) dh[size_t(bi) * S * C + i] *= static_cast<T>(l.outlier_scale);
     nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);

@@ -33,6 +33,10 @@ TransformerLayout make_transformer_layout(const TransformerConfig& c, int vocab)
   l.hidden = c.mlp_ratio * c.width;
   l.tied = c.tied;
   l.outlier_scale = c.outlier_scale;
+  if (c.outlier_layer < -1 || c.outlier_layer >= c.layers)
+    throw std::invalid_argument(fmt::format("model.outlier_layer {} is out of range; allowed: -1 (every block) or 0..{}",
+                                            c.outlier_layer, c.layers - 1));
+  l.outlier_layer = c.outlier_layer;
   const size_t C = size_t(c.width), H = size_t(l.hidden);
   size_t off = 0;
   auto take = [&](size_t n) {
@@ -105,7 +109,7 @@ double transformer_activation_bytes(const TransformerLayout& l, int rows, double
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, layers, heads, width, context, mlp_ratio, tied, init_scale,
-                                   qk_init_scale, outlier_scale)
+                                   qk_init_scale, outlier_scale, outlier_layer)
 
 nlohmann::json transformer_config_to_json(const TransformerConfig& c) {
   nlohmann::json j = c;

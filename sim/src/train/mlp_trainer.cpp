@@ -40,7 +40,14 @@ struct Trainer<T>::Impl : TrainerCore<T> {
 
   Impl(const MlpLayout& l, const Recipe* r, const OptimizerConfig& o, Task t, uint64_t s, int64_t total)
       : Core(r, o, s, total, param_tensors(l), l.param_count, norm_param_ranges(l), KeyScheme::kMlp, 0), layout(l),
-        task(t) {}
+        task(t) {
+    std::vector<std::vector<ParamRange>> ranges;
+    for (const auto& s : l.layers) {
+      ranges.push_back({{s.w, size_t(s.in) * s.out}, {s.b, size_t(s.out)}});
+      if (s.layernorm || s.batchnorm) ranges.back().insert(ranges.back().end(), {{s.ln_w, size_t(s.out)}, {s.ln_b, size_t(s.out)}});
+    }
+    Core::set_parts(false, int(l.layers.size()), std::move(ranges));
+  }
 
   // The parameter tensors in parameter order (the DDP bucket units).
   static std::vector<ParamRange> param_tensors(const MlpLayout& l) {

@@ -1,6 +1,7 @@
 #include "precsim/sim/train/recipe.h"
 
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/train/recipe_parts.h"
 
 #include <fmt/format.h>
 
@@ -291,6 +292,53 @@ const std::vector<std::string>& recipe_preset_names() {
 Recipe recipe_preset(std::string_view name) { return build_preset(name); }
 
 nlohmann::json recipe_to_json(const Recipe& r) {
+  json j = recipe_keys_json(r);
+  if (!r.parts.empty()) {
+    json parts = json::object();
+    for (const RecipePart& p : r.parts) parts[p.name] = json::parse(p.patch);
+    j["layers"] = parts;
+  }
+  if (r.keep_bf16.fraction > 0) j["keep_bf16_layers"] = r.keep_bf16.fraction;
+  if (!r.keep_bf16.layers.empty()) j["keep_bf16_layers"] = r.keep_bf16.layers;
+  return j;
+}
+
+namespace {
+
+// "layers" and "keep_bf16_layers" of a recipe object, checked for shape; part keys are checked
+// against base (formats and names of keys), part names against a model when one is built.
+void parts_from_json(Recipe& r, const json& j, const Recipe& base) {
+  if (j.contains("layers")) {
+    const json& l = j["layers"];
+    if (!l.is_object()) throw std::invalid_argument("recipe key 'layers': expected an object {part name: {recipe keys}}");
+    for (const auto& [name, patch] : l.items()) {
+      const std::string where = "layers." + name;
+      if (!patch.is_object()) throw std::invalid_argument(where + ": expected an object of recipe keys");
+      check_part_keys(patch, where);
+      apply_part_patch(base, patch, where);
+      r.parts.push_back({name, patch.dump()});
+    }
+  }
+  if (j.contains("keep_bf16_layers")) {
+    const json& k = j["keep_bf16_layers"];
+    if (k.is_number()) {
+      r.keep_bf16.fraction = k.get<double>();
+      if (!(r.keep_bf16.fraction > 0 && r.keep_bf16.fraction <= 1))
+        throw std::invalid_argument(fmt::format("keep_bf16_layers {} is out of range; allowed: a fraction in (0, 1] or a list of layer indices", k.dump()));
+    } else if (k.is_array()) {
+      for (const auto& e : k) {
+        if (!e.is_number_integer()) throw std::invalid_argument("keep_bf16_layers: expected layer indices (integers), got " + e.dump());
+        r.keep_bf16.layers.push_back(e.get<int>());
+      }
+    } else {
+      throw std::invalid_argument("keep_bf16_layers: expected a fraction in (0, 1] or a list of layer indices, got " + k.dump());
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json recipe_keys_json(const Recipe& r) {
   return {{"preset", r.preset},
           {"weights", tf_json(r.weights)},
           {"master_weights", r.master_weights},
@@ -329,9 +377,12 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
     preset = j["preset"].get<std::string>();
   }
   const Recipe base = build_preset(preset);
-  json merged = recipe_to_json(base);
-  check_config_patch(merged, j, "", "recipe");
-  merged.merge_patch(j);
+  json merged = recipe_keys_json(base);
+  json keys = j;
+  keys.erase("layers");
+  keys.erase("keep_bf16_layers");
+  check_config_patch(merged, keys, "", "recipe");
+  merged.merge_patch(keys);
   Recipe r = base;
   r.name = std::string(default_name);
   r.weights = tf_from(merged["weights"], "weights");
@@ -385,6 +436,7 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
   r.block.mx_scale_rule = merged["mx_scale_rule"].get<std::string>();
   apply_block_recipe(r);
   check_gradient_rounding(r, j);
+  parts_from_json(r, j, r);
   return r;
 }
 
@@ -419,6 +471,16 @@ std::string recipe_keys_doc() {
   four_over_six     NVFP4: each block scaled so its max maps to 4 or 6, the lower squared error wins
                     (arXiv 2512.02010)
   mx_scale_rule     MX: floor (OCP, mxfp8-ocp) | ceil | even | rceil (Transformer Engine, mxfp8)
+  layers            {part: {recipe keys}}: keys for named parts of the model (per-layer keys only:
+                    weights, activations, activation_grads, weight_grads, gemm, attention, preset:
+                    that preset's per-layer keys). MLP: layer index ("0", "-1": the last) or "*";
+                    transformer: embedding, head, blocks.I, blocks.*, blocks.I.attention,
+                    blocks.I.mlp, blocks.*.attention, blocks.*.mlp (I may be negative); the more
+                    general name applies first. blocks.I.attention and blocks.I.mlp reach those
+                    products (gemm, attention), their weights and weight gradients; the tensors a block stores
+                    (activations, gradients) follow blocks.I
+  keep_bf16_layers  a fraction of the layers (the last ceil(fraction x layers)) or a list of layer
+                    indices (MLP layers, transformer blocks) that take bf16-amp's per-layer keys
 )") + split_keys_doc();
 }
 

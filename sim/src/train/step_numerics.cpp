@@ -19,20 +19,36 @@ constexpr int kSites = static_cast<int>(TfSite::kCount);
 
 bool is_attention(int site) { return site == int(TfSite::kScores) || site == int(TfSite::kAttnV); }
 
+// The products of one recipe: [pass] the recipe's specs, [kGemmPasses + pass] attention's in high
+// precision (transformer).
+std::array<RecipeGemm, 2 * kGemmPasses> recipe_gemms(const Recipe& r, KeyScheme scheme) {
+  std::array<RecipeGemm, 2 * kGemmPasses> g;
+  const GemmSpec* specs[kGemmPasses] = {&r.forward, &r.dgrad, &r.wgrad};
+  const OperandSpec high{r.activations, Scaling::kNone, 0};
+  for (int p = 0; p < kGemmPasses; ++p) {
+    const GemmPass pass = static_cast<GemmPass>(p);
+    g[p] = RecipeGemm(pass, *specs[p], r.amax_history_len, r.margin);
+    if (scheme == KeyScheme::kTransformer)
+      g[kGemmPasses + p] = RecipeGemm(pass, GemmSpec{high, high, specs[p]->accum}, r.amax_history_len, r.margin);
+  }
+  return g;
+}
+
+bool same_format(const TensorFormat& a, const TensorFormat& b) { return a.name == b.name && a.rounding == b.rounding; }
+
 }  // namespace
 
 template <class T>
 StepNumerics<T>::StepNumerics(const Recipe* r, uint64_t seed, KeyScheme scheme, int layers)
     : r_(r), seed_(seed), scheme_(scheme), layers_(layers) {
-  if (!r) return;
-  const GemmSpec* specs[kGemmPasses] = {&r->forward, &r->dgrad, &r->wgrad};
-  const OperandSpec high{r->activations, Scaling::kNone, 0};
-  for (int p = 0; p < kGemmPasses; ++p) {
-    const GemmPass pass = static_cast<GemmPass>(p);
-    gemms_[p] = RecipeGemm(pass, *specs[p], r->amax_history_len, r->margin);
-    if (scheme == KeyScheme::kTransformer)
-      gemms_[kGemmPasses + p] = RecipeGemm(pass, GemmSpec{high, high, specs[p]->accum}, r->amax_history_len, r->margin);
-  }
+  if (r) gemms_ = recipe_gemms(*r, scheme);
+}
+
+template <class T>
+void StepNumerics<T>::set_parts(PartRecipes p) {
+  parts_ = std::move(p);
+  part_gemms_.clear();
+  for (int s = 0; s < parts_.slots(); ++s) part_gemms_.push_back(recipe_gemms(parts_.at(s), scheme_));
 }
 
 template <class T>
@@ -76,8 +92,11 @@ void StepNumerics<T>::recipe_gemm(const GemmCall& call, float* c, const float* a
   }
   keys.delayed_a = &state->delayed[slot];
   keys.delayed_b = &state->delayed[slot + 1];
-  const bool high = !mlp && is_attention(call.site) && !r_->attention.products_in_recipe;
-  gemms_[(high ? kGemmPasses : 0) + p].run(gemm_call_args(call), call.batch, a, b, c, keys, stats_, executor);
+  const int part = parts_.active() ? parts_.gemm_slot(call.layer, call.site) : -1;
+  const Recipe& r = part < 0 ? *r_ : parts_.at(part);
+  auto& gemms = part < 0 ? gemms_ : part_gemms_[size_t(part)];
+  const bool high = !mlp && is_attention(call.site) && !r.attention.products_in_recipe;
+  gemms[(high ? kGemmPasses : 0) + p].run(gemm_call_args(call), call.batch, a, b, c, keys, stats_, executor);
   const TfSite site = static_cast<TfSite>(call.site);
   if (!mlp && stats_ && call.pass == GemmPass::kForward && call.layer >= 0 && call.layer < layers_ &&
       site <= TfSite::kFcProj && state->delayed[slot])
@@ -98,15 +117,52 @@ void StepNumerics<T>::round(const RoundAt& at, std::span<T> v) {
   if (!r_) return;
   if (at.point == RoundPoint::kNormOut && r_->autocast) return;  // layer_norm is on autocast's FP32 list
   const uint64_t step = keys_[size_t(at.group)];
+  if (parts_.active() && at.point == RoundPoint::kWeightGrad && scheme_ == KeyScheme::kTransformer)
+    return round_weight_grads_by_part(v, step);
+  const Recipe& r = parts_.active() ? parts_.at(parts_.round_slot(part_layer(at))) : *r_;
   const uint32_t id = round_id(at);
   switch (at.point) {
     case RoundPoint::kActivation:
-    case RoundPoint::kNormOut: return round_role(v, r_->activations, Role::kActivations, seed_, step, id, stats_);
-    case RoundPoint::kScores: return round_role(v, r_->attention.scores, Role::kActivations, seed_, step, id, stats_);
+    case RoundPoint::kNormOut: return round_role(v, r.activations, Role::kActivations, seed_, step, id, stats_);
+    case RoundPoint::kScores: return round_role(v, r.attention.scores, Role::kActivations, seed_, step, id, stats_);
     case RoundPoint::kActGrad:
-      return round_role(v, r_->activation_grads, Role::kActivationGrads, seed_, step, id, stats_);
-    case RoundPoint::kWeightGrad: return round_role(v, r_->weight_grads, Role::kWeightGrads, seed_, step, id, stats_);
+      return round_role(v, r.activation_grads, Role::kActivationGrads, seed_, step, id, stats_);
+    case RoundPoint::kWeightGrad: return round_role(v, r.weight_grads, Role::kWeightGrads, seed_, step, id, stats_);
   }
+}
+
+template <class T>
+int StepNumerics<T>::part_layer(const RoundAt& at) const {
+  if (scheme_ != KeyScheme::kMlp || at.point == RoundPoint::kActivation || at.point == RoundPoint::kNormOut) return at.layer;
+  // The MLP keys these with the layer above (mlp_pass.h): they belong to the layer below.
+  switch (static_cast<MlpBackward>(at.slot)) {
+    case MlpBackward::kActivationGrad:
+    case MlpBackward::kNormInputGrad:
+    case MlpBackward::kNormWeightGrad:
+    case MlpBackward::kNormBiasGrad: return at.layer - 1;
+    default: return at.layer;  // kLossGrad's layer (= layers) is the last layer's slot
+  }
+}
+
+template <class T>
+void StepNumerics<T>::round_weight_grads_by_part(std::span<T> v, uint64_t step) {
+  std::vector<T> kept;  // the unrounded gradients of the parts with their own format, in slot order
+  auto differs = [&](int s) { return !same_format(parts_.at(s).weight_grads, r_->weight_grads); };
+  for (int s = 0; s < parts_.slots(); ++s)
+    if (differs(s))
+      for (const ParamRange& p : parts_.ranges[size_t(s)])
+        kept.insert(kept.end(), v.begin() + p.offset, v.begin() + p.offset + p.count);
+  // Statistics count every gradient once, under the recipe's format.
+  round_role(v, r_->weight_grads, Role::kWeightGrads, seed_, step, tensor_++, stats_);
+  size_t at = 0;
+  for (int s = 0; s < parts_.slots(); ++s)
+    if (differs(s))
+      for (const ParamRange& p : parts_.ranges[size_t(s)]) {
+        std::copy_n(kept.begin() + at, p.count, v.begin() + p.offset);
+        at += p.count;
+        round_role(v.subspan(p.offset, p.count), parts_.at(s).weight_grads, Role::kWeightGrads, seed_, step, tensor_++,
+                   nullptr);
+      }
 }
 
 template <class T>

@@ -28,7 +28,19 @@ struct TransformerTrainer<T>::Impl : TrainerCore<T> {
   Impl(const TransformerLayout& l, const Recipe* rec, const OptimizerConfig& o, uint64_t s, int64_t total)
       : Core(rec, o, s, total, param_tensors(l), l.param_count, layernorm_params(l), KeyScheme::kTransformer,
              int(l.blocks.size())),
-        L(l) {}
+        L(l) {
+    // Slots (recipe_parts.h): embedding, per block the block, its attention and its MLP, the head.
+    const size_t C = size_t(l.width), H = size_t(l.hidden), V = size_t(l.vocab);
+    std::vector<std::vector<ParamRange>> ranges = {{{l.wte, V * C}, {l.wpe, size_t(l.context) * C}}};
+    for (const BlockSlots& b : l.blocks) {
+      ranges.push_back({{b.ln1_w, C}, {b.ln1_b, C}, {b.ln2_w, C}, {b.ln2_b, C}});
+      ranges.push_back({{b.qkv_w, 3 * C * C}, {b.qkv_b, 3 * C}, {b.proj_w, C * C}, {b.proj_b, C}});
+      ranges.push_back({{b.fc_w, H * C}, {b.fc_b, H}, {b.fcproj_w, C * H}, {b.fcproj_b, C}});
+    }
+    ranges.push_back({{l.lnf_w, C}, {l.lnf_b, C}});
+    if (!l.tied) ranges.back().push_back({l.head, V * C});
+    Core::set_parts(true, int(l.blocks.size()), std::move(ranges));
+  }
 
   // layer_norm runs in FP32 with the FP32 parameters (autocast list).
   static std::vector<ParamRange> layernorm_params(const TransformerLayout& l) {

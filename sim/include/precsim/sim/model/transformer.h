@@ -32,6 +32,7 @@ struct TransformerConfig {
   // The input of every block's first MLP product at position 0 of each sequence is multiplied by this:
   // an injected massive activation (one token, every channel) that per-tensor scaling must span.
   double outlier_scale = 1.0;
+  int outlier_layer = -1;  // the one block that gets the outlier; -1: every block
 };
 
 struct BlockSlots {
@@ -47,6 +48,7 @@ struct TransformerLayout {
   int vocab = 0, context = 0, width = 0, heads = 0, hidden = 0;
   bool tied = true;
   double outlier_scale = 1.0;
+  int outlier_layer = -1;
   size_t wte = 0, wpe = 0;  // (V,C), (T,C)
   std::vector<BlockSlots> blocks;
   size_t lnf_w = 0, lnf_b = 0;  // (C)

@@ -110,6 +110,22 @@ struct AttentionPrecision {
   bool low_opmath = false;  // softmax and LayerNorm round every intermediate to the activations' format
 };
 
+// A named part of the model with its own recipe keys (recipe_parts.h): the name as written ("0",
+// "-1", "*", "embedding", "blocks.*.mlp", ...) and its keys, a JSON object as text.
+struct RecipePart {
+  std::string name;
+  std::string patch;
+  friend bool operator==(const RecipePart&, const RecipePart&) = default;
+};
+
+// Layers kept in BF16 whatever the recipe (NVIDIA's NVFP4 recipe keeps its last layers in BF16):
+// the last ceil(fraction x layers) layers, or the listed ones (negative: from the end).
+struct KeepBf16Layers {
+  double fraction = 0;
+  std::vector<int> layers;
+  bool any() const { return fraction > 0 || !layers.empty(); }
+};
+
 struct Recipe {
   std::string name = "fp32";
   std::string preset = "fp32";
@@ -131,6 +147,8 @@ struct Recipe {
   AccumulationSpec accumulation;  // N micro-batches per worker
   AttentionPrecision attention;
   BlockRecipe block;
+  std::vector<RecipePart> parts;  // per-part keys ("layers"), in name order
+  KeepBf16Layers keep_bf16;       // "keep_bf16_layers"
 
   bool has_master() const { return master_weights != "none"; }
 };
@@ -151,6 +169,8 @@ Recipe recipe_preset(std::string_view name);
 // unknown keys, wrong types and unknown formats throw std::invalid_argument naming the key.
 Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name);
 nlohmann::json recipe_to_json(const Recipe& r);
+// recipe_to_json without the per-part keys ("layers", "keep_bf16_layers").
+nlohmann::json recipe_keys_json(const Recipe& r);
 // Documentation of every recipe key, for the README and --help.
 std::string recipe_keys_doc();
 

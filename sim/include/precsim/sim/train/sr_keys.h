@@ -38,6 +38,8 @@ constexpr uint64_t eval_step(uint64_t first_row) { return kEvalStep + first_row;
 // ---- tensor ids outside the layers ----
 constexpr uint32_t kLayerIdsEnd = 1u << 20;  // per-layer ids (and the transformer's counter) stay below
 constexpr uint32_t kWeightCast = 1u << 20;
+// A model part's weights re-cast into its own format (per-part recipes), slot = PartRecipes slot.
+constexpr uint32_t part_weight_cast(int slot) { return kWeightCast + 1 + uint32_t(slot); }
 constexpr uint32_t kLossGrad = 1u << 21;
 constexpr uint32_t kBackward = 1u << 22;
 constexpr uint32_t kOptimizerM = 1u << 23;

@@ -14,6 +14,7 @@
 #include "precsim/sim/parallel/split.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/recipe_parts.h"
 #include "precsim/sim/train/step_types.h"
 
 namespace precsim {
@@ -47,6 +48,10 @@ class StepNumerics final : public Numerics<T> {
   std::vector<T> act_grads;              // observe_activation_grads since the last clear
   std::vector<TransformerLayerStats> layer;  // this step's, per block
 
+  // The recipe's per-part recipes (none: every product and rounding takes the recipe).
+  void set_parts(PartRecipes p);
+  const PartRecipes& parts() const { return parts_; }
+
   // A step (or an evaluation chunk) begins: statistics restart, one row group keyed `step`.
   void begin(uint64_t step, StepStats* st);
   // Statistics from now on go to st (null: none), without restarting the step's.
@@ -68,6 +73,11 @@ class StepNumerics final : public Numerics<T> {
  private:
   void recipe_gemm(const GemmCall& call, float* c, const float* a, const float* b);
   uint32_t round_id(const RoundAt& at);
+  // The model layer whose part recipe a rounding takes.
+  int part_layer(const RoundAt& at) const;
+  // The parameter gradient of the whole model rounded at once (the transformer's): the recipe's
+  // format, then each part's ranges re-rounded from the unrounded values into its own.
+  void round_weight_grads_by_part(std::span<T> v, uint64_t step);
 
   const Recipe* r_;
   uint64_t seed_;
@@ -78,6 +88,8 @@ class StepNumerics final : public Numerics<T> {
   uint32_t tensor_ = 0;  // KeyScheme::kTransformer: roundings so far within the step key
   // (attention products in high precision ? kGemmPasses : 0) + pass.
   std::array<RecipeGemm, 2 * kGemmPasses> gemms_;
+  PartRecipes parts_;
+  std::vector<std::array<RecipeGemm, 2 * kGemmPasses>> part_gemms_;  // per slot when parts_ is active
   std::vector<std::array<double, 4>> sumsq_, count_;  // per block and linear input, this step
 };
 

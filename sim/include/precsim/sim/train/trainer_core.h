@@ -3,7 +3,9 @@
 // gradient; and the frame of a step and of an evaluation around the model's own passes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,33 @@ struct TrainerCore {
     nx.parallel = &split.parallel();
   }
   TrainerCore(const TrainerCore&) = delete;
+  // The recipe's per-part recipes over a model of `layers` layers (MLP layers, transformer
+  // blocks); ranges: each part slot's parameter tensors. Throws std::invalid_argument for a part
+  // the model does not have.
+  void set_parts(bool transformer, int layers, std::vector<std::vector<ParamRange>> ranges) {
+    if (!recipe) return;
+    PartRecipes p(*recipe, transformer, layers);
+    if (!p.active()) return;
+    p.ranges = std::move(ranges);
+    nx.set_parts(std::move(p));
+  }
+  // After cast_weights: each part whose weights format differs from the recipe's re-cast from the
+  // stored weights into its own (its stochastic-rounding id sr_keys::part_weight_cast(slot)).
+  void cast_parts(const std::vector<T>& weights, uint64_t step) {
+    const PartRecipes& p = nx.parts();
+    for (int s = 0; s < p.slots(); ++s) {
+      const TensorFormat& f = p.at(s).weights;
+      if (f.name == recipe->weights.name && f.rounding == recipe->weights.rounding) continue;
+      for (const ParamRange& r : p.ranges[size_t(s)]) {
+        if (recipe->autocast && std::any_of(norm_params.begin(), norm_params.end(),
+                                            [&](const ParamRange& n) { return n.offset == r.offset; }))
+          continue;  // autocast keeps the normalisations' parameters in FP32
+        std::copy_n(weights.begin() + r.offset, r.count, cast_w.begin() + r.offset);
+        round_role(std::span<T>(cast_w).subspan(r.offset, r.count), f, Role::kWeights, seed, step,
+                   sr_keys::part_weight_cast(s), nullptr);
+      }
+    }
+  }
   TrainerCore& operator=(const TrainerCore&) = delete;
 
   // One optimizer step of s: the numerics keyed to the step, the weight cast, then gradient(st),
@@ -48,6 +77,7 @@ struct TrainerCore {
     nx.state = &s;
     nx.begin(uint64_t(step), &st);
     cast_weights(cast_w, s.weights, recipe, norm_params, seed, uint64_t(step), &st);
+    cast_parts(s.weights, uint64_t(step));
     st.loss = gradient(st);
     finish_step(s, grads, recipe, opt, learning_rate(opt, step, total_steps), seed, uint64_t(step), st, grads_out);
     return st;
@@ -59,6 +89,7 @@ struct TrainerCore {
     nx.state = &probe;
     nx.set_stats(nullptr);
     cast_weights(cast_w, s.weights, recipe, norm_params, seed, sr_keys::kEvalStep, nullptr);
+    cast_parts(s.weights, sr_keys::kEvalStep);
   }
 };
 

@@ -1,0 +1,86 @@
+// Per-part recipes: a recipe may give named parts of a model their own recipe keys (MLP layers by
+// index, transformer parts by path) and keep layers in BF16; attribution and search build their
+// counterfactual recipes from the same pieces: the recipe keys of a set of tensor roles or GEMM
+// passes (role_patch), taken from another recipe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "precsim/sim/parallel/split.h"
+#include "precsim/sim/train/recipe.h"
+
+namespace precsim {
+
+// Groups of recipe keys, each what one tensor role or GEMM pass of a step is computed with
+// (reports/METRICS.md "attribute" lists the keys of each group).
+enum PartBits : uint32_t {
+  kPartWeights = 1u << 0,          // weights; gemm.forward.b, gemm.dgrad.b
+  kPartActivations = 1u << 1,      // activations, autocast, attention; gemm.forward.a, gemm.wgrad.b, gemm.forward.accum
+  kPartActivationGrads = 1u << 2,  // activation_grads, loss_scaling; gemm.dgrad.a, gemm.wgrad.a, gemm.dgrad.accum
+  kPartWeightGrads = 1u << 3,      // weight_grads; gemm.wgrad.accum
+  kPartOptimizerState = 1u << 4,   // optimizer_state
+  kPartMasterWeights = 1u << 5,    // master_weights, update_rounding
+  kPartGradAccumulation = 1u << 6, // accumulation.buffer_format, accumulation.rounding
+  kPartAllReduce = 1u << 7,        // parallel.allreduce.{algorithm, format, average, hook}
+  kPartForward = 1u << 8,          // gemm.forward
+  kPartDgrad = 1u << 9,            // gemm.dgrad
+  kPartWgrad = 1u << 10,           // gemm.wgrad
+};
+// What a model part may set: the per-layer roles (and so every GEMM pass).
+constexpr uint32_t kLayerParts = kPartWeights | kPartActivations | kPartActivationGrads | kPartWeightGrads;
+constexpr uint32_t kAllRoleParts = kLayerParts | kPartOptimizerState | kPartMasterWeights | kPartGradAccumulation | kPartAllReduce;
+
+// The recipe keys of the groups in `bits`, with donor's values: a JSON patch of recipe keys.
+// for_part: only the keys a model part may set (without loss_scaling and autocast, which exist
+// once per model and otherwise travel with the activation gradients and the activations).
+nlohmann::json role_patch(const Recipe& donor, uint32_t bits, bool for_part = false);
+// base with the groups in `bits` taken from donor (its per-part overrides kept).
+Recipe mix_recipe(const Recipe& base, const Recipe& donor, uint32_t bits);
+
+// Throws std::invalid_argument when a part's keys name a key that exists once per model (the
+// optimizer, loss scaling, split, ...), naming it, `where` and the keys a part may set.
+void check_part_keys(const nlohmann::json& patch, const std::string& where);
+// base (its own parts dropped) with a part's keys applied: "preset" first takes that preset's
+// per-layer keys, then the other keys override. Throws std::invalid_argument naming `where`.
+Recipe apply_part_patch(const Recipe& base, const nlohmann::json& patch, const std::string& where);
+
+// The parts of a model that can take their own recipe ("slots"): the MLP's linear layers 0..n-1;
+// the transformer's embedding, per block i the block (its stored activations and gradients) and its
+// attention and MLP products, and the head. Each slot's recipe is the base with the matching part
+// keys applied, the more general name first: keep_bf16_layers, "*" / "blocks.*", the index, then
+// "blocks.*.attention" / "blocks.*.mlp" and "blocks.i.attention" / "blocks.i.mlp".
+class PartRecipes {
+ public:
+  PartRecipes() = default;
+  // layers: the MLP's linear layers or the transformer's blocks. Throws std::invalid_argument for a
+  // part name that is unknown or out of range, listing the valid ones.
+  PartRecipes(const Recipe& base, bool transformer, int layers);
+  // False when the recipe names no part: every rounding and product takes the base recipe.
+  bool active() const { return !recipes_.empty(); }
+  int slots() const { return int(recipes_.size()); }
+  const Recipe& at(int slot) const { return recipes_[size_t(slot)]; }
+  std::string slot_name(int slot) const;
+  // The slot of a product (GemmCall layer and site) and of a rounding point (RoundAt layer).
+  int gemm_slot(int layer, int site) const;
+  int round_slot(int layer) const;
+  // Parameter ranges of each slot (set by the trainer): re-rounded into the slot's weights format
+  // in the weight cast and its weight_grads format where the model rounds all gradients at once.
+  std::vector<std::vector<ParamRange>> ranges;
+
+ private:
+  bool transformer_ = false;
+  int layers_ = 0;
+  std::vector<Recipe> recipes_;
+};
+
+// The part names a recipe may use for a model, for messages and --help.
+std::string valid_part_names(bool transformer, int layers);
+// The layers keep_bf16_layers selects (ascending), for a model of `layers` layers; throws
+// std::invalid_argument for an index out of range.
+std::vector<int> keep_bf16_selection(const KeepBf16Layers& k, int layers);
+
+}  // namespace precsim

@@ -1,0 +1,161 @@
+// Per-part recipes: a part's keys reach exactly that part's products, roundings and weights (a
+// model whose every part takes another recipe computes that recipe's numbers bit for bit), layers
+// are named by index or path, keep_bf16_layers selects the last layers, and bad names are refused
+// with the valid ones listed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <nlohmann/json.hpp>
+
+#include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/recipe_parts.h"
+
+namespace precsim {
+namespace {
+
+using nlohmann::json;
+
+const json& variant(const json& run, const std::string& name) {
+  for (const auto& v : run["variants"])
+    if (v["name"] == name) return v;
+  throw std::runtime_error("no variant " + name);
+}
+
+// The per-step training losses and the held-out losses of a variant: equal iff it computed the same numbers.
+json trace(const json& run, const std::string& name) {
+  const json& v = variant(run, name);
+  return {v["series"]["loss"], v["evals"]["heldout_loss"], v["summary"]["local_grad_rel_err"]};
+}
+
+json mlp_config(json recipes) {
+  return {{"steps", 8}, {"batch", 32}, {"shadow_every", 2}, {"log_every", 1}, {"eval_every", 4},
+          {"data", {{"features", 16}, {"classes", 4}, {"train_size", 256}, {"heldout_size", 64}}},
+          {"model", {{"hidden", {24}}}}, {"recipes", std::move(recipes)}};
+}
+
+json part(const char* preset, json layers) { return {{"preset", preset}, {"layers", std::move(layers)}}; }
+json named(json r, const char* name) {
+  r["name"] = name;
+  return r;
+}
+
+TEST(RecipeParts, EveryMlpLayerOverriddenComputesTheOtherRecipeBitForBit) {
+  const json amp = {{"preset", "bf16-amp"}}, fp32 = {{"preset", "fp32"}};
+  const json cfg = mlp_config({"fp32", "bf16-amp",
+                               named(part("bf16-amp", {{"*", fp32}}), "amp-all-fp32"),
+                               named(part("fp32", {{"0", amp}, {"1", amp}}), "fp32-all-amp"),
+                               named(part("fp32", {{"-1", amp}}), "fp32-last-amp"),
+                               named(part("fp32", {{"1", amp}}), "fp32-1-amp"),
+                               named(json{{"preset", "fp32"}, {"keep_bf16_layers", 0.3}}, "keep-fraction"),
+                               named(json{{"preset", "fp32"}, {"keep_bf16_layers", {-1}}}, "keep-list"),
+                               named(part("fp32", {{"0", amp}}), "fp32-0-amp")});
+  const json r = run_training(train_config_from_json(cfg));
+  const json& run = r["runs"][0];
+  EXPECT_EQ(trace(run, "amp-all-fp32"), trace(run, "fp32"));
+  EXPECT_EQ(trace(run, "fp32-all-amp"), trace(run, "bf16-amp"));
+  EXPECT_EQ(trace(run, "fp32-last-amp"), trace(run, "fp32-1-amp"));
+  // keep_bf16_layers 0.3 of 2 layers keeps the last one (ceil(0.6) = 1), as the list [-1] does.
+  EXPECT_EQ(trace(run, "keep-fraction"), trace(run, "fp32-1-amp"));
+  EXPECT_EQ(trace(run, "keep-list"), trace(run, "fp32-1-amp"));
+  // One layer in BF16 is neither recipe, and which layer matters.
+  EXPECT_NE(trace(run, "fp32-1-amp"), trace(run, "fp32"));
+  EXPECT_NE(trace(run, "fp32-1-amp"), trace(run, "bf16-amp"));
+  EXPECT_NE(trace(run, "fp32-0-amp"), trace(run, "fp32-1-amp"));
+  // The report states the parts as given.
+  const json keys = recipe_to_json(train_config_from_json(cfg).variants[4]);
+  EXPECT_EQ(keys["layers"], json({{"-1", amp}}));
+  EXPECT_EQ(recipe_to_json(recipe_from_json(keys, "x")), keys);
+}
+
+TEST(RecipeParts, EveryTransformerPartOverriddenComputesTheOtherRecipeBitForBit) {
+  const json amp = {{"preset", "bf16-amp"}}, fp32 = {{"preset", "fp32"}};
+  const json all_fp32 = {{"embedding", fp32}, {"blocks.*", fp32}, {"head", fp32}};
+  const json all_amp = {{"embedding", amp}, {"blocks.0", amp}, {"blocks.-1", amp}, {"head", amp}};
+  const json cfg = {
+      {"steps", 4}, {"batch", 8}, {"shadow_every", 2}, {"log_every", 1}, {"eval_every", 2},
+      {"model", {{"type", "transformer"}, {"layers", 2}, {"heads", 2}, {"width", 16}, {"context", 8}}},
+      {"data", {{"kind", "copy"}, {"symbols", 5}, {"min_length", 2}, {"max_length", 3}, {"train_size", 64}, {"heldout_size", 16}}},
+      {"recipes", {"fp32", "bf16-amp", "fp8-current", named(part("bf16-amp", all_fp32), "amp-all-fp32"),
+                   named(part("fp32", all_amp), "fp32-all-amp"),
+                   named(part("fp8-current", {{"blocks.*.attention", fp32}, {"blocks.*.mlp", fp32}, {"head", fp32}}), "fp8-products-fp32"),
+                   named(part("fp32", {{"blocks.1.mlp", {{"preset", "fp8-current"}}}}), "fp32-one-mlp-fp8")}}};
+  const json r = run_training(train_config_from_json(cfg));
+  const json& run = r["runs"][0];
+  EXPECT_EQ(trace(run, "amp-all-fp32"), trace(run, "fp32"));
+  EXPECT_EQ(trace(run, "fp32-all-amp"), trace(run, "bf16-amp"));
+  // fp8-current is BF16 autocast with FP8 linear products: with every product part in FP32 it is
+  // bf16-amp's stored tensors around FP32 products, neither preset.
+  EXPECT_NE(trace(run, "fp8-products-fp32"), trace(run, "fp8-current"));
+  EXPECT_NE(trace(run, "fp8-products-fp32"), trace(run, "bf16-amp"));
+  EXPECT_NE(trace(run, "fp32-one-mlp-fp8"), trace(run, "fp32"));
+}
+
+std::string error_of(const json& recipe, bool transformer = false, int layers = 2) {
+  try {
+    (void)PartRecipes(recipe_from_json(recipe, "r"), transformer, layers);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RecipeParts, UnknownOrOutOfRangeNamesAreRefusedWithTheValidOnes) {
+  const json amp = {{"preset", "bf16-amp"}};
+  EXPECT_EQ(error_of(part("fp32", {{"2", amp}})),
+            "recipe 'r': layers has no part '2' in this model; valid: layer indices 0..1 (or -2..-1 from the end) and \"*\"");
+  EXPECT_NE(error_of(part("fp32", {{"-3", amp}})).find("no part '-3'"), std::string::npos);
+  EXPECT_NE(error_of(part("fp32", {{"blocks.0", amp}})).find("no part 'blocks.0'"), std::string::npos);
+  const std::string tf = error_of(part("fp32", {{"blocks.2.mlp", amp}}), true, 2);
+  EXPECT_NE(tf.find("no part 'blocks.2.mlp'"), std::string::npos) << tf;
+  EXPECT_NE(tf.find("embedding, head, blocks.I, blocks.I.attention, blocks.I.mlp with I in 0..1"), std::string::npos) << tf;
+  EXPECT_NE(error_of(part("fp32", {{"blocks.0.ffn", amp}}), true).find("no part 'blocks.0.ffn'"), std::string::npos);
+  EXPECT_NE(error_of(part("fp32", {{"0", amp}, {"-2", amp}})).find("name the same part"), std::string::npos);
+  EXPECT_NE(error_of({{"preset", "fp32"}, {"keep_bf16_layers", {5}}}).find("keep_bf16_layers: layer 5 is out of range"),
+            std::string::npos);
+  EXPECT_EQ(error_of(part("fp32", {{"0", {{"weights", {{"format", "e4m3"}}}}}})), "");
+}
+
+TEST(RecipeParts, PartKeysAreCheckedWhenTheRecipeIsRead) {
+  auto parse_error = [](const json& j) -> std::string {
+    try {
+      recipe_from_json(j, "r");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(parse_error(part("fp32", {{"0", {{"optimizer_state", {{"format", "bf16"}}}}}}))
+                .find("layers.0: recipe key 'optimizer_state' exists once per model"),
+            std::string::npos);
+  EXPECT_NE(parse_error(part("fp32", {{"0", {{"weights", {{"format", "fp7"}}}}}})).find("layers.0: weights.format"),
+            std::string::npos);
+  EXPECT_NE(parse_error(part("fp32", {{"0", {{"preset", "fp7"}}}})).find("layers.0: unknown recipe 'fp7'"), std::string::npos);
+  EXPECT_NE(parse_error({{"preset", "fp32"}, {"keep_bf16_layers", 1.5}}).find("keep_bf16_layers 1.5 is out of range"),
+            std::string::npos);
+  EXPECT_NE(parse_error({{"preset", "fp32"}, {"layers", {{"0", 3}}}}).find("layers.0: expected an object"), std::string::npos);
+}
+
+TEST(RecipeParts, RolePatchCarriesExactlyItsGroup) {
+  const Recipe fp8 = recipe_preset("fp8-current"), fp32 = recipe_preset("fp32");
+  const Recipe w = mix_recipe(fp32, fp8, kPartWeights);
+  EXPECT_EQ(w.weights.name, "bf16");
+  EXPECT_EQ(w.forward.b.fmt.name, "e4m3");
+  EXPECT_EQ(w.dgrad.b.fmt.name, "e4m3");
+  EXPECT_EQ(w.forward.a.fmt.name, "fp32");
+  EXPECT_EQ(w.wgrad.b.fmt.name, "fp32");
+  EXPECT_EQ(w.activations.name, "fp32");
+  const Recipe g = mix_recipe(fp32, fp8, kPartActivationGrads);
+  EXPECT_EQ(g.dgrad.a.fmt.name, "e5m2");
+  EXPECT_EQ(g.wgrad.a.fmt.name, "e5m2");
+  EXPECT_EQ(g.dgrad.b.fmt.name, "fp32");
+  EXPECT_EQ(g.activation_grads.name, "bf16");
+  // Every group together is the donor.
+  json all = recipe_keys_json(mix_recipe(fp32, fp8, kAllRoleParts)), want = recipe_keys_json(fp8);
+  all.erase("preset");
+  want.erase("preset");
+  EXPECT_EQ(all, want);
+}
+
+}  // namespace
+}  // namespace precsim
