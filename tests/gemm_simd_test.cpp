@@ -95,7 +95,7 @@ TEST(GemmSimd, EveryTargetGivesTheScalarPathsBits) {
     EXPECT_EQ(gemm_simd_target(), target);
     for (const Case& cs : kCases) {
       SCOPED_TRACE(target + " " + cs.model + " " + cs.in + " dist " + std::to_string(int(cs.dist)));
-      expect_gemm_equals_dot(cs, 11, 37, 600, 2);  // K crosses two slice boundaries
+      expect_gemm_equals_dot(cs, 11, 37, 600, 2);  // K crosses slice boundaries (FP32 512, block FMA 256)
       expect_gemm_equals_dot(cs, 3, 5, 7, 1);       // smaller than one tile
     }
   }
