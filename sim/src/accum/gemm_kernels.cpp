@@ -101,12 +101,12 @@ namespace {
 // The block model's input decomposition (reference section 2.1 step 1) of one operand value:
 // the value itself and the exponent of its binade, clamped to the format's emin; zero, and
 // subnormals where the model flushes them, give (0, kNoExponent).
-void decompose(float x, const Format& f, bool subnormals, double& v, double& e) {
+void decompose(float x, const Format& f, bool subnormals, double& v, int32_t& e) {
   int fl = x == 0 ? 0 : std::ilogb(x);
   if (x != 0 && fl < f.emin() && subnormals) fl = f.emin();
   if (x == 0 || fl < f.emin()) {
     v = 0;
-    e = kNoExponent;
+    e = kNoExponentI32;
     return;
   }
   v = x;
@@ -160,21 +160,24 @@ bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a
   std::fill(d.get(), d.get() + outputs, 0.0);
   std::fill(outer.get(), outer.get() + outputs, 0.0);
   std::fill(bad.get(), bad.get() + outputs, 0.0);
-  auto pb = hwy::AllocateAligned<double>(static_cast<size_t>(std::max<int64_t>(1, panels * kc * 2 * w)));
+  const size_t panel_size = static_cast<size_t>(std::max<int64_t>(1, panels * kc * w));
+  auto pb = hwy::AllocateAligned<double>(panel_size);
+  auto pbe = hwy::AllocateAligned<int32_t>(panel_size);
   const int64_t row_blocks = ceil_div(x.m, kMc);
 #pragma omp parallel num_threads(x.threads)
   {
-    std::vector<double> av(static_cast<size_t>(kMc * kc)), ae(av.size());
+    std::vector<double> av(static_cast<size_t>(kMc * kc));
+    std::vector<int32_t> ae(av.size());
     for (int64_t pc = 0; pc < x.k; pc += kc) {
       const int64_t kl = std::min(kc, x.k - pc);
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < panels; ++t)
         for (int64_t p = 0; p < kl; ++p)
           for (int64_t j = 0; j < w; ++j) {
-            double* row = pb.get() + (t * kc + p) * 2 * w;
+            const size_t o = static_cast<size_t>((t * kc + p) * w + j);
             const int64_t col = t * w + j;
-            if (col < x.n) decompose(x.b[(pc + p) * x.b_ks + col * x.b_cs], b_fmt, bp.in_subnormals, row[j], row[w + j]);
-            else row[j] = 0, row[w + j] = kNoExponent;
+            if (col < x.n) decompose(x.b[(pc + p) * x.b_ks + col * x.b_cs], b_fmt, bp.in_subnormals, pb[o], pbe[o]);
+            else pb[o] = 0, pbe[o] = kNoExponentI32;
           }
 #pragma omp for schedule(dynamic, 1)
       for (int64_t blk = 0; blk < row_blocks; ++blk) {
@@ -186,8 +189,8 @@ bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a
         for (int64_t t = 0; t < panels; ++t)
           for (int64_t r = 0; r < rows; ++r) {
             const size_t o = static_cast<size_t>((i0 + r) * ldw + t * w);
-            block_fma_row_panel(pl, av.data() + r * kc, ae.data() + r * kc, pb.get() + t * kc * 2 * w, kl,
-                                {d.get() + o, outer.get() + o, bad.get() + o});
+            block_fma_row_panel(pl, av.data() + r * kc, ae.data() + r * kc, pb.get() + t * kc * w, pbe.get() + t * kc * w,
+                                kl, {d.get() + o, outer.get() + o, bad.get() + o});
           }
       }
     }
