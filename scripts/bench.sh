@@ -132,7 +132,11 @@ for name in names:
         med = {b["run_name"].replace("/real_time", ""): b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"}
         print("| benchmark | ms (median) | CPU ms | x OpenBLAS | x OpenBLAS (CPU) | 2 threads speed-up |")
         print("|---|---|---|---|---|---|")
-        for n, b in med.items():
+        def key(n):  # OpenBLAS first, then each kernel by size and threads
+            kernel, size, threads = re.match(r"BM_(\w+)/size:(\d+)/threads:(\d+)", n).groups()
+            return (kernel != "OpenBlasSgemm", kernel, int(size), int(threads))
+        for n in sorted(med, key=key):
+            b = med[n]
             kernel, size, threads = re.match(r"BM_(\w+)/size:(\d+)/threads:(\d+)", n).groups()
             peer = med.get(f"BM_OpenBlasSgemm/size:{size}/threads:{threads}")
             one = med.get(f"BM_{kernel}/size:{size}/threads:1")
