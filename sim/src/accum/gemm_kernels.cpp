@@ -25,6 +25,25 @@ constexpr int64_t kMc = 64;   // rows per thread task
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// One packed micro-panel: dst[p * w + j] = src[p * ps + j * js] for j < valid, 0 for valid <= j < w,
+// p < kl. The loop whose source stride is 1 runs innermost, so the source is read in order whether
+// the operand is stored along K or across it.
+void pack_panel(float* dst, const float* src, int64_t kl, int64_t w, int64_t valid, int64_t ps, int64_t js) {
+  if (js == 1) {
+    for (int64_t p = 0; p < kl; ++p) {
+      std::copy_n(src + p * ps, valid, dst + p * w);
+      std::fill(dst + p * w + valid, dst + (p + 1) * w, 0.0f);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < valid; ++j) {
+    const float* s = src + j * js;
+    for (int64_t p = 0; p < kl; ++p) dst[p * w + j] = s[p * ps];
+  }
+  for (int64_t j = valid; j < w; ++j)
+    for (int64_t p = 0; p < kl; ++p) dst[p * w + j] = 0.0f;
+}
+
 }  // namespace
 
 // Cutting K into slices keeps every output's order: each slice continues the float sums where the
@@ -48,20 +67,16 @@ void seq_f32_gemm(const KernelArgs& x, bool fma, double* acc) {
       const int64_t kl = std::min(kc, x.k - pc);
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < panels; ++t)
-        for (int64_t p = 0; p < kl; ++p)
-          for (int64_t j = 0; j < nr; ++j) {
-            const int64_t col = t * nr + j;
-            pb[(t * kc + p) * nr + j] = col < x.n ? x.b[(pc + p) * x.b_ks + col * x.b_cs] : 0.0f;
-          }
+        pack_panel(pb.get() + t * kc * nr, x.b + pc * x.b_ks + t * nr * x.b_cs, kl, nr, std::min(nr, x.n - t * nr),
+                   x.b_ks, x.b_cs);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t blk = 0; blk < row_blocks; ++blk) {
         const int64_t i0 = blk * kMc, tiles = ceil_div(std::min(x.m, i0 + kMc) - i0, mr);
-        for (int64_t q = 0; q < tiles; ++q)
-          for (int64_t p = 0; p < kl; ++p)
-            for (int64_t r = 0; r < mr; ++r) {
-              const int64_t i = i0 + q * mr + r;
-              pa[(q * kc + p) * mr + r] = i < x.m ? x.a[i * x.a_rs + (pc + p) * x.a_ks] : 0.0f;
-            }
+        for (int64_t q = 0; q < tiles; ++q) {
+          const int64_t i = i0 + q * mr;
+          pack_panel(pa.get() + q * kc * mr, x.a + i * x.a_rs + pc * x.a_ks, kl, mr, std::min(mr, x.m - i), x.a_ks,
+                     x.a_rs);
+        }
         for (int64_t t = 0; t < panels; ++t)
           for (int64_t q = 0; q < tiles; ++q)
             seq_f32_tile(kl, pa.get() + q * kc * mr, pb.get() + t * kc * nr, c.get() + (i0 + q * mr) * ldc + t * nr,
