@@ -115,7 +115,7 @@ namespace {
 
 // The block model's input decomposition (reference section 2.1 step 1) of one operand value:
 // the value itself and the exponent of its binade, clamped to the format's emin; zero, and
-// subnormals where the model flushes them, give (0, kNoExponent).
+// subnormals where the model flushes them, give (0, kNoExponentI32).
 void decompose(float x, const Format& f, bool subnormals, double& v, int32_t& e) {
   int fl = x == 0 ? 0 : std::ilogb(x);
   if (x != 0 && fl < f.emin() && subnormals) fl = f.emin();
