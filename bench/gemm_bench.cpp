@@ -1,11 +1,13 @@
-// Emulated GEMM throughput in GMAC/s against Eigen's float GEMM in the same run, on square shapes
-// 512, 1024, 2048. Single thread for every case (set PRECSIM_BENCH_THREADS to change it), so the
-// ratios compare kernels, not thread scaling. Output statistics are on (gemm always counts them).
-// Eigen is built without -march=native like the rest (SSE2 kernels); the emulated kernels pick
-// their Highway target at run time. Run with OMP_WAIT_POLICY=passive on a shared machine.
+// Emulated GEMM throughput in GMAC/s against OpenBLAS's cblas_sgemm (what NumPy runs) in the same
+// run, square shapes 512, 1024, 2048 on one thread, and 2048 on two threads (the scaling target).
+// Built with OpenBLAS when CMake finds it (bench/CMakeLists.txt); without it only the emulated
+// kernels run. OpenBLAS picks its kernel for the CPU at run time; the emulated kernels pick their
+// Highway target at run time (bit-identical on every target). Run with
+// --benchmark_enable_random_interleaving=true and repetitions so that the peer and precsim share
+// the machine's load; OMP_WAIT_POLICY=passive on a shared machine. Output statistics are on
+// (gemm always counts them).
 #include <benchmark/benchmark.h>
 
-#include <Eigen/Core>
 #include <cstdlib>
 #include <vector>
 
@@ -14,12 +16,11 @@
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/core/random.h"
 
-namespace {
+#ifdef PRECSIM_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
 
-int bench_threads() {
-  const char* t = std::getenv("PRECSIM_BENCH_THREADS");
-  return t ? std::atoi(t) : 1;
-}
+namespace {
 
 struct Operands {
   std::vector<float> a, b;
@@ -45,19 +46,19 @@ void report(benchmark::State& state, int64_t s) {
                                                 benchmark::Counter::kIsRate);
 }
 
-void BM_EigenFloat(benchmark::State& state) {
+#ifdef PRECSIM_BENCH_OPENBLAS
+void BM_OpenBlasSgemm(benchmark::State& state) {
   const int64_t s = state.range(0);
   Operands o = make_operands(s, "bf16");
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const Mat> a(o.a.data(), s, s), b(o.b.data(), s, s);
-  Eigen::Map<Mat> c(o.c.data(), s, s);
-  Eigen::setNbThreads(bench_threads());
+  openblas_set_num_threads(static_cast<int>(state.range(1)));
   for (auto _ : state) {
-    c.noalias() = a * b;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, o.a.data(), s, o.b.data(), s, 0.0f,
+                o.c.data(), s);
     benchmark::DoNotOptimize(o.c.data());
   }
   report(state, s);
 }
+#endif
 
 void run_model(benchmark::State& state, const char* model, const char* format) {
   const int64_t s = state.range(0);
@@ -66,7 +67,7 @@ void run_model(benchmark::State& state, const char* model, const char* format) {
   g.m = g.n = g.k = s;
   g.a_format = g.b_format = precsim::format_by_name(format);
   g.input_policy = precsim::InputPolicy::kTrust;
-  g.threads = bench_threads();
+  g.threads = static_cast<int>(state.range(1));
   const precsim::AccumModel m = precsim::parse_accum_model(model);
   for (auto _ : state) {
     precsim::gemm(m, g, o.a.data(), o.b.data(), o.c.data());
@@ -81,8 +82,13 @@ void BM_BlockFmaA100Bf16(benchmark::State& state) { run_model(state, "a100", "bf
 void BM_BlockFmaH100Bf16(benchmark::State& state) { run_model(state, "h100", "bf16"); }
 void BM_BlockFmaH100Fp8Promote(benchmark::State& state) { run_model(state, "h100-fp8-promote", "e4m3"); }
 
-#define SIZES ->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()
-BENCHMARK(BM_EigenFloat) SIZES;
+// {size, threads}; the benchmark's name ends in /size/threads.
+#define SIZES                                                                                            \
+  ->Args({512, 1})->Args({1024, 1})->Args({2048, 1})->Args({2048, 2})->ArgNames({"size", "threads"})     \
+      ->Unit(benchmark::kMillisecond)->UseRealTime()
+#ifdef PRECSIM_BENCH_OPENBLAS
+BENCHMARK(BM_OpenBlasSgemm) SIZES;
+#endif
 BENCHMARK(BM_Fp32SeqBf16) SIZES;
 BENCHMARK(BM_Fp32FmaBf16) SIZES;
 BENCHMARK(BM_BlockFmaA100Bf16) SIZES;

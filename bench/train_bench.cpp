@@ -42,6 +42,7 @@ BENCHMARK_CAPTURE(step_bench, bf16amp_fp32seq, std::string("bf16-amp"), std::str
 BENCHMARK_CAPTURE(step_bench, fp8delayed_fp32seq, std::string("fp8-delayed"), std::string("fp32-seq"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(step_bench, mxfp8_fp32seq, std::string("mxfp8"), std::string("fp32-seq"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(step_bench, mxfp4_fp32seq, std::string("mxfp4"), std::string("fp32-seq"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(step_bench, nvfp4_fp32seq, std::string("nvfp4"), std::string("fp32-seq"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(step_bench, bf16amp_h100, std::string("bf16-amp"), std::string("h100"))->Unit(benchmark::kMillisecond);
 
 }  // namespace

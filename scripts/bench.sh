@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds precsim (Release) if needed, runs every benchmark executable that exists (bench/*_bench)
-# with JSON output into <build>/bench-results/, times the end-to-end `precsim quantize` on a
+# with JSON output into <build>/bench-results/ (gemm_bench holds OpenBLAS, its peer), runs PyTorch's
+# training step beside train_bench (scripts/bench_peers.py), times the end-to-end `precsim quantize` on a
 # 2^24-element .npy beside `cat`, and prints a summary with ratios to memcpy from the same run.
 #   scripts/bench.sh                  everything
 #   scripts/bench.sh quantize         only benchmarks whose executable name contains "quantize"
 #   scripts/bench.sh python           only the Python section (scripts/bench_python.py)
+#   scripts/bench.sh peers            only PyTorch's training step beside train_bench (bench_peers.py)
 #   PRECSIM_BUILD_DIR=dir scripts/bench.sh    build and run in dir instead of build/
 #   PRECSIM_BENCH_REPS=N              repetitions per benchmark (default 5; the summary uses the
 #                                     fastest, the best estimate on a busy machine)
@@ -39,7 +41,10 @@ for src in bench/*_bench.cpp; do
     continue
   fi
   echo "bench: running $name ($reps repetitions)" >&2
-  "$exe" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+  # Interleaved repetitions: a peer in the same executable (gemm_bench's OpenBLAS) and precsim see
+  # the same load.
+  OMP_WAIT_POLICY=passive "$exe" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    --benchmark_enable_random_interleaving=true \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json >/dev/null
   ran+=("$name")
 done
@@ -72,6 +77,15 @@ for fmt, mode in [("e4m3", "nearest-even"), ("bf16", "nearest-even"), ("e4m3", "
     res[f"precsim_quantize_{fmt}_{mode}_s"] = best(
         [cli, "quantize", "--format", fmt, "--rounding", mode, "--input", x, "--output", y], 7)
 res["precsim_start_s"] = best([cli, "--help"], 20)
+venv_py = "build/venv/bin/python"
+if os.path.exists(venv_py):  # the peer a user would script: ml_dtypes in the project's venv
+    y = os.path.join(out, "e2e_out.npy")
+    code = ("import sys, numpy as np, ml_dtypes; x = np.load(sys.argv[1]); "
+            "np.save(sys.argv[2], x.astype(ml_dtypes.float8_e4m3fn).astype(np.float32))")
+    try:
+        res["ml_dtypes_s"] = best([venv_py, "-c", code, x, y], 7)
+    except subprocess.CalledProcessError:
+        pass
 json.dump(res, open(path, "w"), indent=1)
 for f in ("e2e_in.npy", "e2e_cat.npy", "e2e_out.npy"):
     p = os.path.join(out, f)
@@ -111,6 +125,24 @@ for name in names:
             ratio = f"{ns(b) / ns(m):.2f}" if m else "-"
             cpu_cols = f"{cpu(b):.3f} | {cpu(b) / cpu(m):.2f}" if t == "1" and m else "- | -"
             print(f"| {label} | {t} | {ns(b):.3f} | {ratio} | {cpu_cols} |")
+    elif name == "gemm_bench":
+        # Median of the interleaved repetitions; ratio to OpenBLAS at the same size and threads (wall
+        # and main-thread CPU time, the steadier on a loaded machine), and each kernel's 2-thread
+        # speed-up over its own 1-thread wall time.
+        med = {b["run_name"].replace("/real_time", ""): b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"}
+        print("| benchmark | ms (median) | CPU ms | x OpenBLAS | x OpenBLAS (CPU) | 2 threads speed-up |")
+        print("|---|---|---|---|---|---|")
+        def key(n):  # OpenBLAS first, then each kernel by size and threads
+            kernel, size, threads = re.match(r"BM_(\w+)/size:(\d+)/threads:(\d+)", n).groups()
+            return (kernel != "OpenBlasSgemm", kernel, int(size), int(threads))
+        for n in sorted(med, key=key):
+            b = med[n]
+            kernel, size, threads = re.match(r"BM_(\w+)/size:(\d+)/threads:(\d+)", n).groups()
+            peer = med.get(f"BM_OpenBlasSgemm/size:{size}/threads:{threads}")
+            one = med.get(f"BM_{kernel}/size:{size}/threads:1")
+            ratio = f"{b['real_time'] / peer['real_time']:.2f} | {b['cpu_time'] / peer['cpu_time']:.2f}" if peer else "- | -"
+            speedup = f"{one['real_time'] / b['real_time']:.2f}" if threads != "1" and one else ""
+            print(f"| {kernel} {size}^3, {threads} thread(s) | {b['real_time']:.1f} | {b['cpu_time']:.1f} | {ratio} | {speedup} |")
     else:
         print("| benchmark | time | unit |\n|---|---|---|")
         for b in rows:
@@ -124,6 +156,8 @@ if os.path.exists(e2e):
     for k, v in r.items():
         if k.startswith("precsim_quantize_"):
             print(f"| precsim quantize {k[len('precsim_quantize_'):-2].replace('_', ' ')} | {v:.3f} | {v / r['cat_s']:.2f} |")
+    if "ml_dtypes_s" in r:
+        print(f"| numpy load, ml_dtypes float8_e4m3fn astype and back, save | {r['ml_dtypes_s']:.3f} | {r['ml_dtypes_s'] / r['cat_s']:.2f} |")
     print(f"| precsim --help (start-up) | {r['precsim_start_s']:.4f} | |")
 EOF
 
@@ -182,6 +216,14 @@ print(f"\none-step unit alone (precsim train): {ms(r['unit_alone_s'])}; per unit
       + (f", MPI one rank {ms(r['mpi_1step_per_unit_s'])} (overhead {ms(r['mpi_1step_per_unit_s'] - r['unit_alone_s'])}, "
          "mpirun's start included)" if mpi else ""))
 EOF2
+fi
+
+# PyTorch beside precsim's training step, interleaved rounds (scripts/bench_peers.py).
+if [[ -z "$only" || "peers" == *"$only"* || "train" == *"$only"* ]] && [ -x build/venv/bin/python ] &&
+   build/venv/bin/python -c "import torch" 2>/dev/null &&
+   cmake --build "$build" --target train_bench -j "$(nproc)" >"$out/train_bench.build.log" 2>&1; then
+  echo "bench: PyTorch peers" >&2
+  build/venv/bin/python scripts/bench_peers.py "$build/bench/train_bench" "$out/peers.json" "$reps"
 fi
 
 # Python: the package from this build tree (target precsim_python) in the project's venv.

@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libhwy-dev libeigen3-dev libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev libssl-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev
   python3 python3-numpy python3-jsonschema python3-matplotlib python3-nbclient
   python3-ipykernel python3-nbformat python3-venv python3-scipy
   python3-dev

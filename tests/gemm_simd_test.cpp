@@ -95,7 +95,7 @@ TEST(GemmSimd, EveryTargetGivesTheScalarPathsBits) {
     EXPECT_EQ(gemm_simd_target(), target);
     for (const Case& cs : kCases) {
       SCOPED_TRACE(target + " " + cs.model + " " + cs.in + " dist " + std::to_string(int(cs.dist)));
-      expect_gemm_equals_dot(cs, 11, 37, 600, 2);  // K crosses two slice boundaries
+      expect_gemm_equals_dot(cs, 11, 37, 600, 2);  // K crosses slice boundaries (FP32 512, block FMA 256)
       expect_gemm_equals_dot(cs, 3, 5, 7, 1);       // smaller than one tile
     }
   }
@@ -122,6 +122,20 @@ TEST(GemmSimd, NonFiniteOperandsTakeTheScalarPath) {
       }
     EXPECT_EQ(st.nan_outputs, static_cast<uint64_t>(m)) << name;      // column 3
     EXPECT_EQ(st.inf_outputs, static_cast<uint64_t>(n - 1)) << name;  // the rest of row 0
+    // The output statistics of the store without alpha, beta or rounding: every output counted, the
+    // NaN ones as NaN results, nothing else; a double output (rounded into FP32 by the general
+    // epilogue) counts the same.
+    QuantStats want_out;
+    want_out.count = static_cast<uint64_t>(m * n);
+    want_out.nan = static_cast<uint64_t>(m);
+    EXPECT_EQ(st.output, want_out) << name;
+    std::vector<double> c64(m * n);
+    const GemmStats st64 = gemm(model, g, a.data(), bt.data(), c64.data());
+    EXPECT_EQ(st64.output, want_out) << name;
+    EXPECT_EQ(st64.nan_outputs, static_cast<uint64_t>(m)) << name;
+    EXPECT_EQ(st64.inf_outputs, static_cast<uint64_t>(n - 1)) << name;
+    for (size_t i = 0; i < c.size(); ++i)
+      EXPECT_TRUE(c64[i] == c[i] || (std::isnan(c64[i]) && std::isnan(c[i]))) << name << " double output " << i;
   }
 }
 

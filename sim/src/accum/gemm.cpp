@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -160,6 +161,29 @@ void accumulate_scaled(const AccumModel& model, const detail::AccumEngine& eng, 
   std::copy(total.begin(), total.end(), acc);
 }
 
+// The epilogue without alpha, beta or a rounding: C is the accumulator (its format is C's), and
+// the statistics count the outputs and NaN results as the general epilogue does.
+template <class Out>
+QuantStats store_native(const double* acc, int64_t m, int64_t n, Out* c, int64_t ldc, int threads, uint64_t& nan_out,
+                        uint64_t& inf_out) {
+  uint64_t nans = 0, infs = 0;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : nans, infs)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double v = acc[i * n + j];
+      nans += v != v;
+      infs += std::fabs(v) == INFINITY;
+      c[i * ldc + j] = static_cast<Out>(v);
+    }
+  }
+  QuantStats st;
+  st.count = static_cast<uint64_t>(m * n);
+  st.nan = nans;
+  nan_out = nans;
+  inf_out = infs;
+  return st;
+}
+
 template <class Out>
 GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, const float* b, Out* c) {
   Layout l = resolve_layout(g);
@@ -181,7 +205,8 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const bool out_native64 = std::is_same_v<Out, double> && g.out_format == fp64_format() && g.out_options == QuantOptions();
 
   // Accumulators for all outputs first (double holds every accumulator format exactly).
-  std::vector<double> acc(static_cast<size_t>(g.m * g.n));
+  // Every path writes every accumulator, so none is zeroed first.
+  const auto acc = std::make_unique_for_overwrite<double[]>(static_cast<size_t>(g.m * g.n));
   const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
@@ -189,19 +214,23 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const bool in_instruction = model.kind == AccumKind::kBlockFma && model.block.in_instruction_scales;
   if (in_instruction || g.a_scales.scale || g.b_scales.scale) {
     if (in_instruction) {
-      detail::in_instruction_scaled_gemm(eng, ka, g.a_scales, g.b_scales, acc.data());
+      detail::in_instruction_scaled_gemm(eng, ka, g.a_scales, g.b_scales, acc.get());
     } else {
       const ScaleGroups sg = scale_groups(g);
-      if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.data());
-      else accumulate_scaled<float>(model, eng, ka, sg, g, acc.data());
+      if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.get());
+      else accumulate_scaled<float>(model, eng, ka, sg, g, acc.get());
     }
     const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
                              : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
     scaled_alpha = f64_acc ? alpha * t : to_f32(alpha * t);
   } else {
-    accumulate(model, eng, ka, acc.data());
+    accumulate(model, eng, ka, acc.get());
   }
 
+  if ((out_native32 || out_native64) && scaled_alpha == 1.0 && beta == 0.0) {
+    stats.output = store_native(acc.get(), g.m, g.n, c, l.ldc, threads, stats.nan_outputs, stats.inf_outputs);
+    return stats;
+  }
   // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format.
   QuantStats out_stats;
   uint64_t nans = 0, infs = 0;

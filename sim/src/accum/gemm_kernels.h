@@ -49,6 +49,9 @@ void seq_f32_tile(int64_t k, const float* a, const float* b, float* c, int64_t l
 
 // Exponent given to zero operands: far below any alignment floor, so zero products never set E.
 inline constexpr double kNoExponent = -1e9;
+// The same for the int32 operand exponents of the block-FMA panels: the sum of two stays above
+// INT32_MIN, and a zero operand's product stays below kNoExponent.
+inline constexpr int32_t kNoExponentI32 = -(1 << 30) + 256;
 
 // The block-FMA parameters a vector lane needs (reference section 2.1).
 struct BlockFmaPlan {
@@ -69,10 +72,11 @@ struct BlockState {
 };
 // Outputs per block-FMA row panel on the current target.
 int64_t block_fma_width();
-// Row (av values, ae exponents: a[p], p < kl) against a packed panel (per p: width values, then
-// width exponents), one K slice starting on a block and promotion boundary.
-void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
-                         BlockState state);
+// Row (av values, ae exponents: a[p], p < kl) against a packed panel (per p: width values at
+// pv + p * width, width exponents at pe + p * width), one K slice starting on a block and
+// promotion boundary.
+void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const int32_t* ae, const double* pv,
+                         const int32_t* pe, int64_t kl, BlockState state);
 // The Highway target the micro-kernels use now.
 std::string gemm_simd_target();
 

@@ -106,57 +106,62 @@ HWY_INLINE hn::Vec<DD> Exponent(hn::Vec<DD> x) {
 
 using VD = hn::Vec<DD>;
 using MD = hn::Mask<DD>;
+#if HWY_TARGET == HWY_SCALAR
+using DI = hn::Rebind<int32_t, DD>;  // one lane
+#else
+using DI = hn::Repartition<int32_t, DD>;  // twice the lanes of DD
+#endif
+using VI = hn::Vec<DI>;
 
 // One block FMA for the panel's vectors of outputs: c[v] is the running value, the products run
-// over a[t] * b[t * stride + v * N + lane] for t < len. The maximum and the sum are exact (the
-// sum of integers below 2^53), so they are split over two partials per vector for throughput.
-HWY_INLINE void BlockStep(const BlockFmaPlan& pl, const double* HWY_RESTRICT av, const double* HWY_RESTRICT ae,
-                          const double* HWY_RESTRICT bv, const double* HWY_RESTRICT be, int64_t len, int64_t stride,
+// over a[t] * b[t * W + v * N + lane] for t < len. The exponents are int32 (zero operands
+// kNoExponentI32), so one vector of int32 lanes covers both double vectors of outputs: the
+// maximum over the block costs half the operations of double lanes. The maximum and the sum are
+// exact (the sum of integers below 2^53), so the sum is split over two partials for throughput.
+HWY_INLINE void BlockStep(const BlockFmaPlan& pl, const double* HWY_RESTRICT av, const int32_t* HWY_RESTRICT ae,
+                          const double* HWY_RESTRICT bv, const int32_t* HWY_RESTRICT be, int64_t len,
                           VD (&c)[kBlockVecs], MD (&bad)[kBlockVecs]) {
   const DD d;
+  const DI di;
+  const hn::Rebind<int32_t, DD> dih;
   const hn::RebindToUnsigned<DD> du;
-  const size_t N = hn::Lanes(d);
+  const size_t N = hn::Lanes(d), NI = hn::Lanes(di);
+  const int64_t W = BlockWidth(), int_vecs = W / static_cast<int64_t>(NI);  // 1; 2 on the scalar target
   const auto zero = hn::Zero(d);
-  VD e0[kBlockVecs], e1[kBlockVecs], s0[kBlockVecs], s1[kBlockVecs], scale[kBlockVecs];
+  VI em[kBlockVecs];
+  for (int64_t u = 0; u < int_vecs; ++u) em[u] = hn::Set(di, kNoExponentI32);
+  for (int64_t t = 0; t < len; ++t) {
+    const auto a = hn::Set(di, ae[t]);
+    for (int64_t u = 0; u < int_vecs; ++u) em[u] = hn::Max(em[u], hn::Add(a, hn::Load(di, be + t * W + u * NI)));
+  }
+  HWY_ALIGN int32_t emax[kBlockVecs * hn::MaxLanes(DD())];
+  for (int64_t u = 0; u < int_vecs; ++u) hn::Store(em[u], di, emax + u * NI);
+  VD e[kBlockVecs], s0[kBlockVecs], s1[kBlockVecs], scale[kBlockVecs];
   for (int64_t v = 0; v < kBlockVecs; ++v) {
     // The accumulator's exponent (clamped to its format's emin) joins the maximum; zero has none.
     const auto c_exp = hn::IfThenElse(hn::Eq(c[v], zero), hn::Set(d, kNoExponent),
                                       hn::Max(Exponent(c[v]), hn::Set(d, pl.acc_emin)));
-    e0[v] = hn::Max(hn::Set(d, pl.floor), c_exp);
-    e1[v] = e0[v];
-  }
-  int64_t t = 0;
-  for (; t + 1 < len; t += 2) {
-    const auto a0 = hn::Set(d, ae[t]), a1 = hn::Set(d, ae[t + 1]);
-    for (int64_t v = 0; v < kBlockVecs; ++v) {
-      e0[v] = hn::Max(e0[v], hn::Add(a0, hn::Load(d, be + t * stride + v * N)));
-      e1[v] = hn::Max(e1[v], hn::Add(a1, hn::Load(d, be + (t + 1) * stride + v * N)));
-    }
-  }
-  if (t < len) {
-    const auto a0 = hn::Set(d, ae[t]);
-    for (int64_t v = 0; v < kBlockVecs; ++v) e0[v] = hn::Max(e0[v], hn::Add(a0, hn::Load(d, be + t * stride + v * N)));
-  }
-  for (int64_t v = 0; v < kBlockVecs; ++v) {
-    e0[v] = hn::Max(e0[v], e1[v]);
-    scale[v] = Pow2(hn::Sub(hn::Set(d, pl.frac_bits), e0[v]));
+    const auto products = hn::PromoteTo(d, hn::Load(dih, emax + v * N));
+    e[v] = hn::Max(hn::Max(hn::Set(d, pl.floor), c_exp), products);
+    scale[v] = Pow2(hn::Sub(hn::Set(d, pl.frac_bits), e[v]));
     s0[v] = hn::Add(zero, hn::Trunc(hn::Mul(c[v], scale[v])));  // +0 + (-0) keeps zero sums positive
     s1[v] = zero;
   }
-  for (t = 0; t + 1 < len; t += 2) {
+  int64_t t = 0;
+  for (; t + 1 < len; t += 2) {
     const auto a0 = hn::Set(d, av[t]), a1 = hn::Set(d, av[t + 1]);
     for (int64_t v = 0; v < kBlockVecs; ++v) {
-      s0[v] = hn::Add(s0[v], hn::Trunc(hn::Mul(hn::Mul(a0, hn::Load(d, bv + t * stride + v * N)), scale[v])));
-      s1[v] = hn::Add(s1[v], hn::Trunc(hn::Mul(hn::Mul(a1, hn::Load(d, bv + (t + 1) * stride + v * N)), scale[v])));
+      s0[v] = hn::Add(s0[v], hn::Trunc(hn::Mul(hn::Mul(a0, hn::Load(d, bv + t * W + v * N)), scale[v])));
+      s1[v] = hn::Add(s1[v], hn::Trunc(hn::Mul(hn::Mul(a1, hn::Load(d, bv + (t + 1) * W + v * N)), scale[v])));
     }
   }
   if (t < len) {
     const auto a0 = hn::Set(d, av[t]);
     for (int64_t v = 0; v < kBlockVecs; ++v)
-      s0[v] = hn::Add(s0[v], hn::Trunc(hn::Mul(hn::Mul(a0, hn::Load(d, bv + t * stride + v * N)), scale[v])));
+      s0[v] = hn::Add(s0[v], hn::Trunc(hn::Mul(hn::Mul(a0, hn::Load(d, bv + t * W + v * N)), scale[v])));
   }
   for (int64_t v = 0; v < kBlockVecs; ++v) {
-    const auto r = hn::Mul(hn::Add(s0[v], s1[v]), Pow2(hn::Sub(e0[v], hn::Set(d, pl.frac_bits))));
+    const auto r = hn::Mul(hn::Add(s0[v], s1[v]), Pow2(hn::Sub(e[v], hn::Set(d, pl.frac_bits))));
     // Round |r| to out_frac_bits on its bits: clear the dropped bits, after adding half minus one
     // plus the kept lsb for nearest-even (a carry moves into the exponent by itself).
     const auto sign = hn::And(hn::BitCast(du, r), hn::Set(du, uint64_t{1} << 63));
@@ -176,8 +181,8 @@ HWY_INLINE void BlockStep(const BlockFmaPlan& pl, const double* HWY_RESTRICT av,
 // One row of op(A) against one packed panel of op(B), over one K slice that starts on a block
 // (and promotion) boundary. state holds, per output of the panel, the running block result,
 // the FP32 outer accumulator and the flag of lanes the scalar path must redo.
-void BlockRowPanel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
-                   BlockState state) {
+void BlockRowPanel(const BlockFmaPlan& pl, const double* av, const int32_t* ae, const double* pv, const int32_t* pe,
+                   int64_t kl, BlockState state) {
   const DD d;
   const hn::Rebind<float, DD> df;
   const size_t N = hn::Lanes(d);
@@ -190,14 +195,14 @@ void BlockRowPanel(const BlockFmaPlan& pl, const double* av, const double* ae, c
     outer[v] = hn::Load(d, state.outer + v * N);
     bad[v] = hn::Gt(hn::Load(d, state.bad + v * N), hn::Zero(d));
   }
-  // Row p of the panel holds W values, then W exponents.
+  // Row p of the panel: W values at pv + p * W, W exponents at pe + p * W.
   for (int64_t g = 0; g < kl; g += period) {
     const int64_t ge = std::min(kl, g + period);
     if (pl.promote_every > 0)
       for (auto& cv : c) cv = hn::Zero(d);
     for (int64_t b = g; b < ge; b += pl.block_size) {
       const int64_t len = std::min(ge - b, static_cast<int64_t>(pl.block_size));
-      BlockStep(pl, av + b, ae + b, panel + b * 2 * W, panel + b * 2 * W + W, len, 2 * W, c, bad);
+      BlockStep(pl, av + b, ae + b, pv + b * W, pe + b * W, len, c, bad);
     }
     if (pl.promote_every > 0) {
       // The CUDA-core FP32 add, nearest-even: both operands are floats.
@@ -234,9 +239,9 @@ void seq_f32_tile(int64_t k, const float* a, const float* b, float* c, int64_t l
   HWY_DYNAMIC_DISPATCH(SeqF32Tile)(k, a, b, c, ldc, first, fma);
 }
 int64_t block_fma_width() { return HWY_DYNAMIC_DISPATCH(BlockWidth)(); }
-void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const double* ae, const double* panel, int64_t kl,
-                         BlockState state) {
-  HWY_DYNAMIC_DISPATCH(BlockRowPanel)(pl, av, ae, panel, kl, state);
+void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const int32_t* ae, const double* pv,
+                         const int32_t* pe, int64_t kl, BlockState state) {
+  HWY_DYNAMIC_DISPATCH(BlockRowPanel)(pl, av, ae, pv, pe, kl, state);
 }
 std::string gemm_simd_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(KernelTarget)()); }
 
