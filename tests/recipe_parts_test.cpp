@@ -157,5 +157,26 @@ TEST(RecipeParts, RolePatchCarriesExactlyItsGroup) {
   EXPECT_EQ(all, want);
 }
 
+TEST(RecipeParts, NvfpSwitchesFollowTheOperandsAMixGives) {
+  // The NVFP4 recipe's switches act on operands; a mix that restores those operands to FP32 must
+  // build (attribute's counterfactuals) and leave no transform or stochastic rounding on them.
+  const Recipe nv = recipe_preset("nvfp4"), fp32 = recipe_preset("fp32");
+  ASSERT_TRUE(nv.block.rht && nv.block.sr_gradients && nv.block.weights_2d);
+  const Recipe high = mix_recipe(nv, fp32, kAllRoleParts);
+  EXPECT_FALSE(high.block.rht || high.block.sr_gradients || high.block.weights_2d);
+  EXPECT_EQ(high.wgrad.hadamard, 0);
+  EXPECT_EQ(high.dgrad.a.fmt.rounding, Rounding::kNearestEven);
+  // Leave-one-out of the weights: the gradient operands stay NVFP4 with SR, the wgrad GEMM keeps RHT.
+  const Recipe no_w = mix_recipe(nv, fp32, kPartWeights);
+  EXPECT_TRUE(no_w.block.rht && no_w.block.sr_gradients);
+  EXPECT_FALSE(no_w.forward.b.two_d);
+  EXPECT_EQ(no_w.dgrad.a.fmt.rounding, Rounding::kStochastic);
+  // Leave-one-in of the activation gradients: FP32 with NVFP4 gradient operands keeps their SR.
+  const Recipe only_g = mix_recipe(high, nv, kPartActivationGrads);
+  EXPECT_TRUE(only_g.block.sr_gradients);
+  EXPECT_EQ(only_g.dgrad.a.fmt.rounding, Rounding::kStochastic);
+  EXPECT_EQ(only_g.dgrad.b.fmt.name, "fp32");
+}
+
 }  // namespace
 }  // namespace precsim

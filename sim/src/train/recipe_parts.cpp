@@ -109,9 +109,37 @@ json role_patch(const Recipe& donor, uint32_t bits, bool for_part) {
   return p;
 }
 
+namespace {
+
+// The NVFP4 switches act on operands: where a mix has given those operands the donor's format, a
+// switch keeps acting only on what is still NVFP4 (MX), so that a restored operand is the donor's
+// exactly (no transform, no stochastic rounding left on it), and an operand taken from an NVFP4
+// donor keeps the rounding it had there.
+void keep_block_switches_on_their_operands(json& j) {
+  auto scaling = [&](const char* pass, const char* side) { return j["gemm"][pass][side].value("scaling", ""); };
+  bool nv = false, mx = false;
+  for (const char* pass : {"forward", "dgrad", "wgrad"})
+    for (const char* side : {"a", "b"}) nv |= scaling(pass, side) == "nvfp4", mx |= scaling(pass, side) == "mx";
+  const auto off_unless = [&](const char* key, bool keep) {
+    if (j.contains(key) && !keep) j[key] = false;
+  };
+  off_unless("rht", scaling("wgrad", "a") == "nvfp4" || scaling("wgrad", "b") == "nvfp4");
+  // sr_gradients sets the gradient operands' rounding: it follows what the mix gave them.
+  auto stochastic_nv = [&](const char* pass) {
+    return scaling(pass, "a") == "nvfp4" && j["gemm"][pass]["a"].value("rounding", "") == "stochastic";
+  };
+  if (j.contains("sr_gradients")) j["sr_gradients"] = stochastic_nv("dgrad") || stochastic_nv("wgrad");
+  off_unless("four_over_six", nv);
+  off_unless("weights_2d", nv || mx);
+  if (j.contains("mx_scale_rule") && !mx) j["mx_scale_rule"] = "floor";
+}
+
+}  // namespace
+
 Recipe mix_recipe(const Recipe& base, const Recipe& donor, uint32_t bits) {
   json j = recipe_keys_json(base);
   j.merge_patch(role_patch(donor, bits));
+  keep_block_switches_on_their_operands(j);
   Recipe r = recipe_from_json(j, base.name);
   r.parts = base.parts;
   r.keep_bf16 = base.keep_bf16;
