@@ -38,9 +38,8 @@ void bind_allreduce(nb::module_& m) {
     // Every rank's buffer as a NumPy array that owns its copy.
     nb::list ranks;
     for (auto& v : r.ranks) {
-      auto* owned = new std::vector<float>(std::move(v));
-      nb::capsule del(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-      ranks.append(nb::ndarray<nb::numpy, float, nb::ndim<1>>(owned->data(), {owned->size()}, del));
+      const size_t n = v.size();
+      ranks.append(owned_array(std::move(v), {n}));
     }
     nb::dict d;
     d["ranks"] = ranks;

@@ -43,9 +43,7 @@ std::span<T> mspan(const Array<T>& a) {
 
 // A float32 NumPy array that owns a copy of `v` (FP32 values held in doubles: exact).
 nb::ndarray<nb::numpy, float> owned(const std::vector<double>& v, std::vector<size_t> shape) {
-  auto* data = new std::vector<float>(v.begin(), v.end());
-  nb::capsule del(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-  return nb::ndarray<nb::numpy, float>(data->data(), shape.size(), shape.data(), del);
+  return owned_array(std::vector<float>(v.begin(), v.end()), std::move(shape));
 }
 
 nb::dict mlp_problem(const std::string& config_text, uint64_t seed) {
@@ -64,9 +62,7 @@ nb::dict mlp_problem(const std::string& config_text, uint64_t seed) {
   out["task"] = d.task == Task::kClassification ? "classification" : "regression";
   out["x_train"] = owned(d.x_train, {n, f});
   if (d.task == Task::kClassification) {
-    auto* y = new std::vector<int32_t>(d.y_train);
-    nb::capsule del(y, [](void* q) noexcept { delete static_cast<std::vector<int32_t>*>(q); });
-    out["y_train"] = nb::ndarray<nb::numpy, int32_t, nb::ndim<1>>(y->data(), {y->size()}, del);
+    out["y_train"] = owned_array(d.y_train, {d.y_train.size()});
   } else {
     out["y_train"] = owned(d.t_train, {n, size_t(d.outputs)});
   }

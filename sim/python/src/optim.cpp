@@ -19,12 +19,6 @@
 namespace precsim::py {
 namespace {
 
-nb::ndarray<nb::numpy, float> copy_out(const std::vector<float>& v) {
-  auto* data = new std::vector<float>(v);
-  nb::capsule del(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-  return nb::ndarray<nb::numpy, float>(data->data(), {data->size()}, del);
-}
-
 class StepEnd {
  public:
   StepEnd(Array<const float> params, const std::string& optimizer_json, const std::string& recipe, uint64_t seed)
@@ -80,9 +74,9 @@ void bind_optim(nb::module_& m) {
       .def(nb::init<Array<const float>, const std::string&, const std::string&, uint64_t>(), nb::arg("params"),
            nb::arg("optimizer"), nb::arg("recipe"), nb::arg("seed"))
       .def("step", &StepEnd::step, nb::arg("grads").noconvert(), nb::arg("lr"))
-      .def("get_weights", [](const StepEnd& s) { return copy_out(s.state().weights); })
-      .def("get_m", [](const StepEnd& s) { return copy_out(s.state().m); })
-      .def("get_v", [](const StepEnd& s) { return copy_out(s.state().v); })
+      .def("get_weights", [](const StepEnd& s) { return owned_array(s.state().weights, {s.state().weights.size()}); })
+      .def("get_m", [](const StepEnd& s) { return owned_array(s.state().m, {s.state().m.size()}); })
+      .def("get_v", [](const StepEnd& s) { return owned_array(s.state().v, {s.state().v.size()}); })
       .def_prop_ro("loss_scale", [](const StepEnd& s) { return s.state().scaler.scale(); })
       .def_prop_ro("growth_tracker", [](const StepEnd& s) { return s.state().scaler.growth_tracker(); })
       .def_prop_ro("optimizer_steps", [](const StepEnd& s) { return s.state().opt_steps; })

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
@@ -36,6 +38,14 @@ QuantOptions make_options(const std::string& rounding, const std::string& overfl
 
 // A recipe preset name, or a JSON object {"preset", overrides...} as in a train config.
 Recipe recipe_of(const std::string& spec);
+
+// A NumPy array that takes ownership of `v` (freed when Python drops the array).
+template <class T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T> v, std::vector<size_t> shape) {
+  auto* data = new std::vector<T>(std::move(v));
+  nb::capsule del(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(data->data(), shape.size(), shape.data(), del);
+}
 
 // The number of elements of an array (the product of its shape).
 size_t element_count(const AnyArray& a);
