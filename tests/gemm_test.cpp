@@ -159,6 +159,11 @@ TEST(Gemm, TensorFloat32OperandsFollowTheModelsInputRounding) {
   EXPECT_EQ(c, 1.0f);
   gemm(parse_accum_model("h100-tf32"), g, a.data(), b.data(), &c);
   EXPECT_EQ(c, 1.0f + 0x1p-10f);
+  // The same encoding spelt as a spec is TF32 too: the model's input rounding applies to it.
+  g.a_format = g.b_format = format_by_name("e8m10");
+  ASSERT_NE(g.a_format.name, tf32.name);
+  gemm(parse_accum_model("h100-tf32:tf32=toward-zero"), g, a.data(), b.data(), &c);
+  EXPECT_EQ(c, 1.0f);
 }
 
 TEST(Gemm, Fp64ReferencePathIsThePlainDoubleLoop) {

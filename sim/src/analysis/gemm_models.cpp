@@ -9,10 +9,16 @@
 namespace precsim {
 namespace {
 
+// By encoding, not name: "e8m10" is TF32 and gets the model's TF32 input rounding in gemm().
+bool is_tf32(const Format& f) {
+  static const Format tf32 = format_by_name("tf32");
+  return same_encoding(f, tf32);
+}
+
 // The exact reference of TF32 operands under one model's TF32 input rounding.
 ExactSample tf32_reference(const GemmArgs& g, const AccumModel& mo, const std::vector<float>& a,
                            const std::vector<float>& b, const std::vector<int64_t>& index) {
-  const bool a_tf32 = g.a_format.name == "tf32", b_tf32 = g.b_format.name == "tf32";
+  const bool a_tf32 = is_tf32(g.a_format), b_tf32 = is_tf32(g.b_format);
   std::vector<float> ra = a, rb = b;
   QuantOptions o;
   o.rounding = mo.tf32_rounding;
@@ -25,7 +31,7 @@ ExactSample tf32_reference(const GemmArgs& g, const AccumModel& mo, const std::v
 
 void compare_gemm_models(GemmArgs g, std::vector<float> a, std::vector<float> b, const std::vector<AccumModel>& models,
                          int64_t sample, uint64_t seed, QuantStats* qa, QuantStats* qb, const GemmModelsHooks& hooks) {
-  const bool a_tf32 = g.a_format.name == "tf32", b_tf32 = g.b_format.name == "tf32";
+  const bool a_tf32 = is_tf32(g.a_format), b_tf32 = is_tf32(g.b_format);
   if (!a_tf32) quantize(g.a_format, a, a, {}, qa);
   if (!b_tf32) quantize(g.b_format, b, b, {}, qb);
   g.input_policy = a_tf32 || b_tf32 ? InputPolicy::kRound : InputPolicy::kTrust;
