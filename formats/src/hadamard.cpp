@@ -75,6 +75,46 @@ void tile16_f32(const float* in, float* out, size_t si, size_t st, size_t w, con
   transform_tile<16, float, false>(in, out, si, st, w, g, buf);
 }
 
+// The recipe's case along rows (FP32 data, forward, n = 16, runs contiguous): each run in four
+// 4-lane FP64 registers, row a holding values 4a..4a+3. Stages h = 1 and 2 pair lanes of a
+// register (a swizzled copy s: lane j gets s + r * (+-1), which is a_j + a_(j+h) or a_j - a_(j+h)
+// exactly as the butterfly's p + q and p - q, since addition commutes and x * -1 is exact), stages
+// 4 and 8 pair registers. The same adds in the same stages as butterflies<16>: the same bits.
+typedef double V4d __attribute__((vector_size(32)));
+typedef float V4f __attribute__((vector_size(16)));
+typedef long long V4i __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void runs16_f32(const float* in, float* out, size_t runs, const double* signs, double scale) {
+  V4d sg[4];
+  for (int a = 0; a < 4; ++a) sg[a] = V4d{signs[4 * a], signs[4 * a + 1], signs[4 * a + 2], signs[4 * a + 3]};
+  const V4d alt1 = {1, -1, 1, -1}, alt2 = {1, 1, -1, -1};
+  const V4d sc = {scale, scale, scale, scale};
+  for (size_t r = 0; r < runs; ++r) {
+    const float* x = in + r * 16;
+    V4d v[4];
+    for (int a = 0; a < 4; ++a) {
+      V4f f;
+      __builtin_memcpy(&f, x + 4 * a, sizeof f);
+      v[a] = __builtin_convertvector(f, V4d) * sg[a];
+    }
+    for (int a = 0; a < 4; ++a) v[a] = __builtin_shuffle(v[a], V4i{1, 0, 3, 2}) + v[a] * alt1;
+    for (int a = 0; a < 4; ++a) v[a] = __builtin_shuffle(v[a], V4i{2, 3, 0, 1}) + v[a] * alt2;
+    for (int a = 0; a < 4; a += 2) {
+      const V4d p = v[a], q = v[a + 1];
+      v[a] = p + q, v[a + 1] = p - q;
+    }
+    for (int a = 0; a < 2; ++a) {
+      const V4d p = v[a], q = v[a + 2];
+      v[a] = p + q, v[a + 2] = p - q;
+    }
+    for (int a = 0; a < 4; ++a) {
+      const V4f f = __builtin_convertvector(v[a] * sc, V4f);
+      __builtin_memcpy(out + r * 16 + 4 * a, &f, sizeof f);
+    }
+  }
+}
+
 template <class T, bool kInverse>
 void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols, int axis,
                std::span<const double> signs) {
@@ -107,7 +147,9 @@ void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols
       const T* src = in.data() + off;
       T* dst = out.data() + off;
       // n = 16 (the recipe's size) with n known to the compiler: the butterflies unroll.
-      if (n == 16) {
+      if (n == 16 && axis == 1 && std::is_same_v<T, float> && !kInverse) {
+        if constexpr (std::is_same_v<T, float>) runs16_f32(src, dst, w, g.s, g.scale);
+      } else if (n == 16) {
         if constexpr (std::is_same_v<T, float> && !kInverse) tile16_f32(src, dst, si, st, w, g, buf.data());
         else transform_tile<16, T, kInverse>(src, dst, si, st, w, g, buf.data());
       } else {
