@@ -85,6 +85,7 @@ TEST(Nvfp4Recipe, ThePublishedRecipeKeepsItsLastLayersInBf16) {
   EXPECT_FALSE(none.keep_bf16.any());
   EXPECT_EQ(recipe_to_json(none)["keep_bf16_layers"], 0);
   EXPECT_FALSE(recipe_from_json(recipe_to_json(none), "n").keep_bf16.any());
+  EXPECT_FALSE(mix_recipe(none, recipe_preset("fp32"), kAllRoleParts).keep_bf16.any());  // attribute's mixes
   EXPECT_FALSE(recipe_from_json({{"preset", "nvfp4"}, {"keep_bf16_layers", json::array()}}, "n").keep_bf16.any());
   EXPECT_EQ(recipe_from_json({{"preset", "nvfp4"}, {"keep_bf16_layers", {0}}}, "n").keep_bf16.fraction, 0.0);
 }

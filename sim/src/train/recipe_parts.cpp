@@ -172,6 +172,7 @@ Recipe apply_part_patch(const Recipe& base, const json& patch, const std::string
     keep_block_switches_on_their_operands(j);
     Recipe r = recipe_from_json(j, base.name);
     r.name = base.name;
+    r.keep_bf16 = base.keep_bf16;  // a part's keys never bring back its preset's kept layers (nvfp4's)
     return r;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
