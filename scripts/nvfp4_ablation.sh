@@ -14,7 +14,7 @@ report="$out/ablation.json"
 [[ -f "$report" ]] || "$bin" train --config "$here/experiments/nvfp4_ablation.json" --deterministic --out "$report" >&2
 # b - a of a metric for each effect: a positive difference means b ends with the higher loss.
 effects=("nvfp4 nvfp4-no-rht" "nvfp4 nvfp4-no-2d" "nvfp4 nvfp4-no-sr" "nvfp4 nvfp4-sr-fwd"
-         "nvfp4 nvfp4-4over6" "bf16-amp nvfp4" "mxfp8 mxfp8-ocp")
+         "nvfp4 nvfp4-4over6" "nvfp4 nvfp4-no-bf16-layers" "bf16-amp nvfp4" "mxfp8 mxfp8-ocp")
 for metric in heldout_loss final_loss; do
   for e in "${effects[@]}"; do
     read -r a b <<<"$e"

@@ -13,6 +13,7 @@
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/recipe_parts.h"
 
 namespace precsim {
 namespace {
@@ -58,6 +59,35 @@ TEST(Nvfp4Recipe, PresetsHoldThePublishedRecipeAndTodays) {
   EXPECT_EQ(recipe_preset("mxfp8").dgrad.a.fmt.format.name, "float8_e4m3fn");  // E4M3 in both passes
   EXPECT_EQ(operand_scheme(recipe_from_json({{"preset", "mxfp8"}, {"weights_2d", true}}, "m").forward.b, 0),
             "mxfp8_e4m3:rule=rceil:2d");
+}
+
+TEST(Nvfp4Recipe, ThePublishedRecipeKeepsItsLastLayersInBf16) {
+  const Recipe full = recipe_preset("nvfp4");
+  EXPECT_EQ(full.keep_bf16.fraction, 0.16);
+  EXPECT_FALSE(recipe_preset("nvfp4-plain").keep_bf16.any());
+  // tiny-gpt's 2 blocks: block 1 (its norm, attention and MLP slots) takes bf16-amp's operands
+  // with no NVFP4 switch left on them; block 0 keeps the whole recipe.
+  const PartRecipes tf(full, true, 2);
+  for (int slot = 0; slot < tf.slots(); ++slot) {
+    const Recipe& r = tf.at(slot);
+    const bool bf16 = tf.slot_name(slot).starts_with("blocks.1");
+    SCOPED_TRACE(tf.slot_name(slot));
+    EXPECT_EQ(r.forward.b.fmt.name, bf16 ? "bf16" : "e2m1");
+    EXPECT_EQ(r.wgrad.hadamard, bf16 ? 0 : 16);
+    EXPECT_EQ(r.dgrad.a.fmt.rounding, bf16 ? Rounding::kNearestEven : Rounding::kStochastic);
+    EXPECT_EQ(r.forward.b.two_d, !bf16);
+  }
+  // A 62-block model keeps the last ceil(0.16 x 62) = 10, the paper's count (it keeps 2 of them first).
+  EXPECT_EQ(keep_bf16_selection(full.keep_bf16, 62), (std::vector<int>{52, 53, 54, 55, 56, 57, 58, 59, 60, 61}));
+  EXPECT_EQ(keep_bf16_selection(full.keep_bf16, 3), std::vector<int>{2});
+  // 0 keeps none, and survives the recipe's JSON (a preset that keeps layers would keep them again).
+  const Recipe none = recipe_from_json({{"preset", "nvfp4"}, {"keep_bf16_layers", 0}}, "n");
+  EXPECT_FALSE(none.keep_bf16.any());
+  EXPECT_EQ(recipe_to_json(none)["keep_bf16_layers"], 0);
+  EXPECT_FALSE(recipe_from_json(recipe_to_json(none), "n").keep_bf16.any());
+  EXPECT_FALSE(mix_recipe(none, recipe_preset("fp32"), kAllRoleParts).keep_bf16.any());  // attribute's mixes
+  EXPECT_FALSE(recipe_from_json({{"preset", "nvfp4"}, {"keep_bf16_layers", json::array()}}, "n").keep_bf16.any());
+  EXPECT_EQ(recipe_from_json({{"preset", "nvfp4"}, {"keep_bf16_layers", {0}}}, "n").keep_bf16.fraction, 0.0);
 }
 
 TEST(Nvfp4Recipe, SwitchesOnOtherRecipesAreRefusedByName) {

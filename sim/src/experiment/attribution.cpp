@@ -145,7 +145,7 @@ json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<At
   const size_t mi = size_t(named - std::begin(kMetricNames));
   if (!r.parts.empty() || r.keep_bf16.any())
     throw std::invalid_argument(fmt::format(
-        "recipe '{}' has per-part keys (layers, keep_bf16_layers); attribute a recipe without them", r.name));
+        "recipe '{}' has per-part keys (layers, keep_bf16_layers); attribute a recipe without them (nvfp4 keeps its last layers in BF16; {{\"preset\": \"nvfp4\", \"keep_bf16_layers\": 0}} keeps none)", r.name));
   const Recipe h = high_recipe(r);
   if (recipe_keys_json(h) == recipe_keys_json(r))
     throw std::invalid_argument(fmt::format("recipe '{}' computes every role in FP32 (as the high-precision recipe): it has no loss gap to explain", r.name));

@@ -82,7 +82,7 @@ Recipe with_layer_format(const Recipe& base, const std::string& part, const Sear
 
 json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o, const RunHooks& hooks) {
   if (!base.parts.empty() || base.keep_bf16.any())
-    throw std::invalid_argument(fmt::format("recipe '{}' has per-part keys (layers, keep_bf16_layers); search from a recipe without them", base.name));
+    throw std::invalid_argument(fmt::format("recipe '{}' has per-part keys (layers, keep_bf16_layers); search from a recipe without them (nvfp4 keeps its last layers in BF16; {{\"preset\": \"nvfp4\", \"keep_bf16_layers\": 0}} keeps none)", base.name));
   const std::vector<SearchFormat> formats = search_formats(o.formats);
   const auto parts = search_parts(c);
   const double macs = std::accumulate(parts.begin(), parts.end(), 0.0, [](double s, const auto& p) { return s + p.second; });

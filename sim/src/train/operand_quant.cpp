@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "precsim/formats/quantize.h"
+#include "precsim/formats/rounding.h"
 
 namespace precsim {
 namespace {
@@ -74,6 +78,52 @@ Format OperandQuantizer::apply(std::span<const float> in, std::span<float> out, 
   }
   add_block_stats(stats, bs);
   return format_by_name("fp32");
+}
+
+void OperandQuantizer::apply_codes(std::span<const float> in, size_t rows, size_t cols, int axis, const SrKey& key,
+                                   InstructionOperand& out) const {
+  if (spec_.scaling != Scaling::kMx && spec_.scaling != Scaling::kNvfp4)
+    throw std::logic_error("OperandQuantizer::apply_codes: MX and NVFP4 operands only");
+  BlockScaling s = *scheme_;
+  s.axis = axis;
+  s.element_options.rounding = spec_.fmt.rounding;
+  s.element_options.sr_key = key;
+  const BlockPacked p = block_quantize(s, in, rows, cols);
+  const Format& f = s.element;
+  if (f.bits() > 8) throw std::logic_error("OperandQuantizer::apply_codes: elements wider than a byte");
+  std::array<float, 256> lut{};
+  for (uint32_t c = 0; c < (1u << f.bits()); ++c)
+    lut[c] = static_cast<float>(std::ldexp(decode(f, c), s.element_exp()));
+  // Scale rows in block order (across the axis) become one row per row of op(X).
+  const size_t op_rows = axis == 1 ? rows : cols, along = axis == 1 ? cols : rows;
+  const size_t across = s.block_across ? size_t(s.block_across) : op_rows;
+  out.element = f;
+  out.block_k = s.block_along ? s.block_along : int64_t(along);
+  out.groups = int64_t(p.scale_cols);
+  out.tensor_scale = p.tensor_scale;
+  out.scales.resize(op_rows * p.scale_cols);
+  std::vector<uint8_t> nan_block(out.scales.size());
+  const Format e4m3 = format_by_name("float8_e4m3fn");
+  for (size_t r = 0; r < op_rows; ++r)
+    for (size_t q = 0; q < p.scale_cols; ++q) {
+      const uint8_t code = p.scales[(r / across) * p.scale_cols + q];
+      double v = s.scale_format == ScaleFormat::kE4M3 ? decode(e4m3, code)
+                 : code == 0xff                       ? NAN
+                                                      : std::ldexp(1.0, int{code} - 127);
+      nan_block[r * p.scale_cols + q] = std::isnan(v);
+      out.scales[r * p.scale_cols + q] = std::isnan(v) ? 1.0f : static_cast<float>(v);
+    }
+  // Codes are stored with the block axis along the stored rows (op(X)'s rows), FP4 two per byte.
+  out.values.resize(rows * cols);
+  const bool nibbles = f.bits() <= 4;
+  for (size_t r = 0; r < op_rows; ++r) {
+    const uint8_t* row = p.codes.data() + r * p.code_row_bytes;
+    for (size_t k = 0; k < along; ++k) {
+      const uint8_t c = nibbles ? uint8_t((row[k / 2] >> (4 * (k & 1))) & 0xf) : row[k];
+      const float v = nan_block[r * p.scale_cols + k / size_t(out.block_k)] ? NAN : lut[c];
+      out.values[axis == 1 ? r * cols + k : k * cols + r] = v;
+    }
+  }
 }
 
 }  // namespace precsim

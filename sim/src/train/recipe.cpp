@@ -1,10 +1,12 @@
 #include "precsim/sim/train/recipe.h"
 
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/train/recipe_gemm.h"
 #include "precsim/sim/train/recipe_parts.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
@@ -116,8 +118,11 @@ Recipe build_preset(std::string_view n) {
   } else if (n == "nvfp4" || n == "nvfp4-plain") {
     r = scaled("e2m1", "e2m1", Scaling::kNvfp4, 16, Rounding::kStochastic);
     r.block.sr_gradients = true;
-    // The published recipe (arXiv 2509.25149 §4): RHT on the weight-gradient GEMM, 16x16 weights.
+    // The published recipe (arXiv 2509.25149 §4): RHT on the weight-gradient GEMM, 16x16 weights,
+    // and about 16% of the layers in BF16, mostly the last (the 12B model: the first 2 and last 8
+    // of 62 blocks). Here the last ceil(0.16 x layers): tiny-gpt's last block of 2.
     r.block.rht = r.block.weights_2d = n == "nvfp4";
+    if (n == "nvfp4") r.keep_bf16.fraction = kNvfp4KeepBf16;
   } else if (n == "ddp8-bf16-ring" || n == "ddp8-bf16-tree" || n == "ddp8-bf16-fp32acc") {
     // BF16 autocast, 8 workers summing BF16 buckets as NCCL does (docs/SOURCES.md TC 4.1).
     r = amp("bf16");
@@ -300,6 +305,9 @@ nlohmann::json recipe_to_json(const Recipe& r) {
   }
   if (r.keep_bf16.fraction > 0) j["keep_bf16_layers"] = r.keep_bf16.fraction;
   if (!r.keep_bf16.layers.empty()) j["keep_bf16_layers"] = r.keep_bf16.layers;
+  // A preset that keeps layers in BF16 (nvfp4) read back without the key would keep them again.
+  if (!r.keep_bf16.any() && std::ranges::count(recipe_preset_names(), r.preset) && recipe_preset(r.preset).keep_bf16.any())
+    j["keep_bf16_layers"] = 0;
   return j;
 }
 
@@ -321,17 +329,18 @@ void parts_from_json(Recipe& r, const json& j, const Recipe& base) {
   }
   if (j.contains("keep_bf16_layers")) {
     const json& k = j["keep_bf16_layers"];
+    r.keep_bf16 = {};  // replaces the preset's (nvfp4 keeps 16%): 0 or [] keeps none
     if (k.is_number()) {
       r.keep_bf16.fraction = k.get<double>();
-      if (!(r.keep_bf16.fraction > 0 && r.keep_bf16.fraction <= 1))
-        throw std::invalid_argument(fmt::format("keep_bf16_layers {} is out of range; allowed: a fraction in (0, 1] or a list of layer indices", k.dump()));
+      if (!(r.keep_bf16.fraction >= 0 && r.keep_bf16.fraction <= 1))
+        throw std::invalid_argument(fmt::format("keep_bf16_layers {} is out of range; allowed: a fraction in [0, 1] (0: none) or a list of layer indices", k.dump()));
     } else if (k.is_array()) {
       for (const auto& e : k) {
         if (!e.is_number_integer()) throw std::invalid_argument("keep_bf16_layers: expected layer indices (integers), got " + e.dump());
         r.keep_bf16.layers.push_back(e.get<int>());
       }
     } else {
-      throw std::invalid_argument("keep_bf16_layers: expected a fraction in (0, 1] or a list of layer indices, got " + k.dump());
+      throw std::invalid_argument("keep_bf16_layers: expected a fraction in [0, 1] or a list of layer indices, got " + k.dump());
     }
   }
 }
@@ -436,6 +445,7 @@ Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name) 
   r.block.mx_scale_rule = merged["mx_scale_rule"].get<std::string>();
   apply_block_recipe(r);
   check_gradient_rounding(r, j);
+  check_instruction_gemms(r);
   parts_from_json(r, j, r);
   return r;
 }
@@ -480,7 +490,8 @@ std::string recipe_keys_doc() {
                     products (gemm, attention), their weights and weight gradients; the tensors a block stores
                     (activations, gradients) follow blocks.I
   keep_bf16_layers  a fraction of the layers (the last ceil(fraction x layers)) or a list of layer
-                    indices (MLP layers, transformer blocks) that take bf16-amp's per-layer keys
+                    indices (MLP layers, transformer blocks) that take bf16-amp's per-layer keys;
+                    0 or []: none (nvfp4: 0.16, as arXiv 2509.25149 keeps 16% of its blocks)
 )") + split_keys_doc();
 }
 

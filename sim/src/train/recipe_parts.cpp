@@ -167,8 +167,12 @@ Recipe apply_part_patch(const Recipe& base, const json& patch, const std::string
     }
     check_config_patch(j, keys, "", "recipe");
     j.merge_patch(keys);
+    // A part given other operands (keep_bf16_layers on nvfp4: bf16) keeps the NVFP4 switches only
+    // where its operands are still NVFP4 (MX).
+    keep_block_switches_on_their_operands(j);
     Recipe r = recipe_from_json(j, base.name);
     r.name = base.name;
+    r.keep_bf16 = base.keep_bf16;  // a part's keys never bring back its preset's kept layers (nvfp4's)
     return r;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/formats/format.h"
@@ -19,6 +20,19 @@ namespace precsim {
 // The block_scaling scheme string of an operand ("mxfp4", "float8_e4m3fn:tensor", ...); throws
 // std::invalid_argument when the element format has no such scheme (MX with fp16 elements).
 std::string operand_scheme(const OperandSpec& spec, int margin);
+
+// A block-scaled operand as an instruction with in-instruction scales takes it (Blackwell's
+// tcgen05.mma kind::mxf8f6f4 / mxf4nvf4): the element values, unscaled, in the operand's own
+// layout, and one decode scale per block for every row of op(X) (so scales[r * groups + k /
+// block_k]; the rows of op(X) are the array's rows for axis 1, its columns for axis 0). A block
+// with a NaN scale has scale 1 and NaN elements, which the instruction turns into NaN outputs.
+struct InstructionOperand {
+  Format element;
+  std::vector<float> values;
+  std::vector<float> scales;
+  int64_t block_k = 0, groups = 0;
+  float tensor_scale = 1.0f;  // NVFP4's FP32 tensor decode scale; 1 for MX
+};
 
 // One GEMM operand's quantization, its scheme resolved once when the trainer is made (an invalid
 // scheme throws std::invalid_argument there, naming the format).
@@ -32,6 +46,14 @@ class OperandQuantizer {
   // plain casts, fp32 for scaled values).
   Format apply(std::span<const float> in, std::span<float> out, size_t rows, size_t cols, int axis, const SrKey& key,
                QuantStats* stats, std::shared_ptr<DelayedScaling>* delayed) const;
+  // The same quantization (same roundings and stochastic-rounding bits: element times scale times
+  // tensor scale is apply()'s value) as element codes and scales. MX and NVFP4 operands only
+  // (std::logic_error otherwise).
+  void apply_codes(std::span<const float> in, size_t rows, size_t cols, int axis, const SrKey& key,
+                   InstructionOperand& out) const;
+  const OperandSpec& spec() const { return spec_; }
+  // The block scheme (MX and NVFP4 operands), nullptr for plain casts.
+  const BlockScaling* scheme() const { return scheme_ ? &*scheme_ : nullptr; }
 
  private:
   OperandSpec spec_;

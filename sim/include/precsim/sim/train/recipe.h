@@ -125,6 +125,9 @@ struct KeepBf16Layers {
   std::vector<int> layers;
   bool any() const { return fraction > 0 || !layers.empty(); }
 };
+// The nvfp4 preset's fraction: arXiv 2509.25149 keeps 16% of the 12B model's blocks in BF16 (the
+// first 2 and the last 8 of 62); "mostly at the end" becomes the last ceil(0.16 x layers).
+inline constexpr double kNvfp4KeepBf16 = 0.16;
 
 struct Recipe {
   std::string name = "fp32";

@@ -28,10 +28,16 @@ struct OperandKeys {
   std::shared_ptr<DelayedScaling>* delayed_b = nullptr;
 };
 
+// Builds the products of a recipe whose accumulation model is a block-scaled instruction, so that
+// operands it cannot take are refused when the recipe is read (std::invalid_argument naming the
+// recipe, the operand and the model).
+void check_instruction_gemms(const Recipe& r);
+
 class RecipeGemm {
  public:
   RecipeGemm() = default;
-  // Throws std::invalid_argument naming the bad accumulation model or operand scheme.
+  // Throws std::invalid_argument naming the bad accumulation model or operand scheme, or an operand
+  // a block-scaled instruction (b200-mxf8f6f4, b200-mxf4nvf4, b200-mxf4) cannot take.
   RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len, int margin);
 
   GemmPass pass() const { return pass_; }
@@ -44,13 +50,20 @@ class RecipeGemm {
   // not divide K throws std::invalid_argument.
   void run(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys, StepStats* st,
            GemmExecutor* executor);
-  // The operands of the last run as the product saw them (quantized, in their storage layout).
+  // With a block-scaled instruction (AccumModel in_instruction_scales) the emulated product takes
+  // element codes and scales (OperandQuantizer::apply_codes) and applies the scales inside the
+  // instruction; a GemmExecutor still takes the dequantized operands.
+  // The operands of the last run as the product saw them (quantized, dequantized, in their storage
+  // layout).
   std::span<const float> quantized_a() const { return qa_; }
   std::span<const float> quantized_b() const { return qb_; }
 
  private:
   void transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
                  size_t b_cols, int b_axis, int k, uint64_t seed);
+
+  void check_instruction_operands(const GemmSpec& spec) const;
+  void run_in_instruction(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys);
 
   GemmPass pass_ = GemmPass::kForward;
   AccumModel accum_;
@@ -60,6 +73,8 @@ class RecipeGemm {
   uint64_t signs_seed_ = 0;
   std::vector<float> ta_, tb_;  // the transformed operands
   std::vector<float> qa_, qb_;  // the quantized operands, reused across calls
+  bool in_instruction_ = false;
+  InstructionOperand ia_, ib_;  // codes and scales for a block-scaled instruction
 };
 
 }  // namespace precsim
