@@ -168,6 +168,7 @@ void bind_block(nb::module_& m) {
     if (out.size() != p.scale_rows * p.scale_cols)
       throw std::invalid_argument("out has " + std::to_string(out.size()) + " elements; the scales " +
                                   std::to_string(p.scale_rows * p.scale_cols));
+    nb::gil_scoped_release release;
     for (size_t i = 0; i < out.size(); ++i) out.data()[i] = block_scale_value(s, p, i);
   }, nb::arg("scheme"), nb::arg("packed"), nb::arg("out").noconvert());
 }
