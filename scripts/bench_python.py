@@ -24,10 +24,14 @@ REPS = int(os.environ.get("PRECSIM_BENCH_REPS", "5"))
 
 
 def interleaved(fns, reps=REPS):
-    """{name: fastest seconds} of the calls in `fns`, run one after another in each of `reps` rounds."""
+    """{name: fastest seconds} of the calls in `fns`, run one after another in each of `reps` rounds;
+    the order rotates from round to round, so that no call always follows the same one (the first
+    two-thread call after a one-thread one pays for waking the team)."""
     best = {k: float("inf") for k in fns}
-    for _ in range(reps):
-        for k, fn in fns.items():
+    keys = list(fns)
+    for r in range(reps):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            fn = fns[k]
             t = time.perf_counter()
             fn()
             best[k] = min(best[k], time.perf_counter() - t)
