@@ -11,7 +11,7 @@ from conftest import mlp_twin, need
 torch = need("torch")
 pt = need("precsim.torch")
 
-CONFIG = {"steps": 25, "batch": 32, "seed": 1, "shadow_every": 0, "recipes": ["fp32", "bf16-amp", "mxfp8"],
+CONFIG = {"steps": 25, "batch": 32, "seed": 1, "shadow_every": 0, "recipes": ["fp32", "bf16-amp", "mxfp8", "nvfp4"],
           "data": {"kind": "gaussian-mixture", "features": 16, "classes": 4, "train_size": 512, "heldout_size": 128},
           "model": {"hidden": [32, 32]}, "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9}}
 
@@ -53,7 +53,8 @@ def reference():
     return {v["name"]: np.array(v["series"]["loss"]) for v in r["results"]["runs"][0]["variants"]}
 
 
-@pytest.mark.parametrize("recipe", ["fp32", "bf16-amp", "mxfp8"])
+# nvfp4: RHT, 16x16 weight blocks, SR on gradients, and its last layer kept in BF16 by keep_bf16_layers.
+@pytest.mark.parametrize("recipe", ["fp32", "bf16-amp", "mxfp8", "nvfp4"])
 def test_emulated_mlp_equals_precsim_train_bit_for_bit(reference, recipe):
     ours = _train_torch(recipe, precsim_arithmetic=True)
     assert len(reference[recipe]) == CONFIG["steps"]
