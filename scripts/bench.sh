@@ -230,5 +230,9 @@ fi
 if [[ -z "$only" || "python" == *"$only"* ]] && [ -x build/venv/bin/python ] &&
    cmake --build "$build" --target precsim_python -j "$(nproc)" >"$out/precsim_python.build.log" 2>&1; then
   echo "bench: Python section" >&2
-  PYTHONPATH="$build/python" build/venv/bin/python scripts/bench_python.py "$out/python.json" "$out/quantize_bench.json"
+  # Passive OpenMP waiting: torch and precsim each run a team of OpenMP threads in this one process,
+  # and with libgomp's default spinning each team's idle threads burn the cores the other's need
+  # (on 2 cores under load: torch's Linear 6x and precsim's 4x slower than with passive waiting).
+  OMP_WAIT_POLICY=passive PYTHONPATH="$build/python" build/venv/bin/python scripts/bench_python.py "$out/python.json" \
+    "$out/quantize_bench.json"
 fi

@@ -3,7 +3,12 @@ thinnest call of the same C++ kernel (the bare binding) and against quantize_ben
 the same run when there is one; against ml_dtypes' astype round trip; precsim.torch.Linear under
 bf16-amp (forward and backward, 1024x1024, batch 256) against torch's own float32 nn.Linear; and
 np.copyto of the same array, the memory-bandwidth floor of any one-pass quantizer.
-Fastest of the repetitions (the best estimate on a busy machine).
+Every ratio's two sides are measured interleaved (one call of each in turn, REPS rounds), so that
+a change of the machine's load reaches both; each side's fastest round counts (the best estimate on
+a busy machine). The load average at the start and the end goes into the output.
+
+scripts/bench.sh runs it under OMP_WAIT_POLICY=passive (torch's and precsim's OpenMP teams share the
+cores; the output records the policy).
 
 usage: bench_python.py OUT_JSON [QUANTIZE_BENCH_JSON]"""
 import json
@@ -18,13 +23,19 @@ import precsim
 REPS = int(os.environ.get("PRECSIM_BENCH_REPS", "5"))
 
 
-def best(fn, reps=REPS):
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+def interleaved(fns, reps=REPS):
+    """{name: fastest seconds} of the calls in `fns`, run one after another in each of `reps` rounds;
+    the order rotates from round to round, so that no call always follows the same one (the first
+    two-thread call after a one-thread one pays for waking the team)."""
+    best = {k: float("inf") for k in fns}
+    keys = list(fns)
+    for r in range(reps):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            fn = fns[k]
+            t = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t)
+    return best
 
 
 def cxx_ns(path, fmt, threads):
@@ -47,17 +58,20 @@ def quantize_rows(res, qbench):
         import ml_dtypes
     except ImportError:
         ml_dtypes = None
-    # The memory floor: one read and one write of every element, what any one-pass quantizer costs.
-    res["copy_ns"] = best(lambda: np.copyto(y, x)) / n * 1e9
     for fmt, ml in (("e4m3", "float8_e4m3fn"), ("e2m1", "float4_e2m1fn"), ("bf16", "bfloat16")):
         f, o = precsim.Format(fmt), precsim.QuantOptions()
-        api = best(lambda: precsim.quantize(x, fmt, out=y)) / n * 1e9
-        bare = best(lambda: precsim._precsim.quantize_f32(f, x, y, o)) / n * 1e9
-        row = {"format": fmt, "threads": threads, "python_ns": api, "binding_ns": bare,
-               "cxx_bench_ns": cxx_ns(qbench, fmt, threads)}
+        fns = {"python_ns": lambda: precsim.quantize(x, fmt, out=y),
+               "binding_ns": lambda: precsim._precsim.quantize_f32(f, x, y, o),
+               # The memory floor: one read and one write of every element, any one-pass quantizer's.
+               "copy_ns": lambda: np.copyto(y, x)}
         if ml_dtypes is not None:
             dt = getattr(ml_dtypes, ml)
-            row["ml_dtypes_ns"] = best(lambda: x.astype(dt).astype(np.float32), max(2, REPS // 2)) / n * 1e9
+            fns["ml_dtypes_ns"] = lambda: x.astype(dt).astype(np.float32)
+        # ml_dtypes runs on one thread: precsim on one thread too, for the like-for-like ratio.
+        fns["python_1t_ns"] = lambda: (precsim.set_num_threads(1), precsim.quantize(x, fmt, out=y),
+                                       precsim.set_num_threads(threads))
+        row = {k: v / n * 1e9 for k, v in interleaved(fns).items()}
+        row.update(format=fmt, threads=threads, cxx_bench_ns=cxx_ns(qbench, fmt, threads))
         res["quantize"].append(row)
 
 
@@ -80,32 +94,38 @@ def linear_rows(res):
         m.weight.grad = m.bias.grad = None
         m(x).backward(g)
 
-    res["linear"] = {"torch_fp32_s": best(lambda: step(ref)), "precsim_bf16_amp_s": best(lambda: step(emu)),
-                     "torch_threads": torch.get_num_threads()}
+    t = interleaved({"torch_fp32_s": lambda: step(ref), "precsim_bf16_amp_s": lambda: step(emu)})
+    res["linear"] = {**t, "torch_threads": torch.get_num_threads(), "precsim_threads": precsim.get_num_threads()}
 
 
 def main():
     out, qbench = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
-    res = {"quantize": []}
+    res = {"quantize": [], "loadavg_start": os.getloadavg(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     quantize_rows(res, qbench)
     linear_rows(res)
+    res["loadavg_end"] = os.getloadavg()
     json.dump(res, open(out, "w"), indent=1)
+    load = " / ".join(f"{a:.1f}" for a in res["loadavg_start"]) + " at the start, " + \
+        " / ".join(f"{a:.1f}" for a in res["loadavg_end"]) + " at the end"
     print(f"## Python: precsim.quantize on 2^24 float32 ({res['quantize'][0]['threads']} threads), ns/element\n")
-    print("| format | precsim.quantize | bare binding | x binding | C++ quantize_bench | x C++ | ml_dtypes astype round trip | ml_dtypes / precsim |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"Load average (1/5/15 min): {load}; OMP_WAIT_POLICY={res['omp_wait_policy'] or '(unset)'}; "
+          "each row's columns measured interleaved.\n")
+    print("| format | precsim.quantize | bare binding | x binding | C++ quantize_bench | x C++ | np.copyto | "
+          "ml_dtypes astype round trip | ml_dtypes / precsim | precsim 1 thread | ml_dtypes / precsim 1 thread |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res["quantize"]:
         c = r["cxx_bench_ns"]
         ml = r.get("ml_dtypes_ns")
         print(f"| {r['format']} | {r['python_ns']:.3f} | {r['binding_ns']:.3f} | {r['python_ns'] / r['binding_ns']:.2f} | "
-              + (f"{c:.3f} | {r['python_ns'] / c:.2f}" if c else "- | -") + " | "
-              + (f"{ml:.2f} | {ml / r['python_ns']:.1f}" if ml else "- | -") + " |")
-    print(f"\nnp.copyto of the same array (one read, one write: the floor of a one-pass quantizer): "
-          f"{res['copy_ns']:.3f} ns/element")
+              + (f"{c:.3f} | {r['python_ns'] / c:.2f}" if c else "- | -") + f" | {r['copy_ns']:.3f} | "
+              + (f"{ml:.2f} | {ml / r['python_ns']:.1f}" if ml else "- | -") + f" | {r['python_1t_ns']:.3f} | "
+              + (f"{ml / r['python_1t_ns']:.1f}" if ml else "-") + " |")
     lin = res["linear"]
     if "skipped" in lin:
         print(f"\nprecsim.torch.Linear: skipped ({lin['skipped']})")
     else:
-        print(f"\n## Python: Linear 1024x1024, batch 256, forward + backward (torch {lin['torch_threads']} threads)\n")
+        print(f"\n## Python: Linear 1024x1024, batch 256, forward + backward, interleaved (torch "
+              f"{lin['torch_threads']} threads, precsim {lin['precsim_threads']})\n")
         print("| layer | seconds | x torch float32 |\n|---|---|---|")
         print(f"| torch.nn.Linear float32 | {lin['torch_fp32_s']:.4f} | 1.00 |")
         print(f"| precsim.torch.Linear bf16-amp | {lin['precsim_bf16_amp_s']:.4f} | "

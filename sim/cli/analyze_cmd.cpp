@@ -49,19 +49,11 @@ struct Analyzed {
 };
 
 nlohmann::json tensor_json(const Analyzed& t) {
-  const TensorAnalysis& a = t.result;
-  nlohmann::json schemes = nlohmann::json::array();
-  for (const auto& r : a.schemes) schemes.push_back(scheme_result_json(r));
-  return {{"name", t.name},
-          {"dtype", t.dtype},
-          {"shape", t.shape},
-          {"rows", a.rows},
-          {"cols", a.cols},
-          {"count", a.count},
-          {"zeros", a.zeros},
-          {"nonfinite", a.nonfinite},
-          {"exponent_histogram", histogram_json(a.exponent_histogram)},
-          {"schemes", schemes}};
+  nlohmann::json j = tensor_analysis_json(t.result);
+  j["name"] = t.name;
+  j["dtype"] = t.dtype;
+  j["shape"] = t.shape;
+  return j;
 }
 
 bool is_safetensors(const std::string& path) {

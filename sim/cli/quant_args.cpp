@@ -40,25 +40,6 @@ Format parse_format_arg(const std::string& option, const std::string& spec) {
   return *f;
 }
 
-nlohmann::json format_to_json(const Format& f) {
-  return {{"name", f.name},
-          {"exponent_bits", f.exp_bits},
-          {"mantissa_bits", f.man_bits},
-          {"bias", f.bias},
-          {"subnormals", f.subnormals},
-          {"nonfinite", to_string(f.nonfinite)},
-          {"signed", f.is_signed},
-          {"kind", f.kind == FormatKind::kInt ? "int" : "float"}};
-}
-
-nlohmann::json quant_options_to_json(const QuantOptions& o) {
-  return {{"rounding", to_string(o.rounding)},
-          {"overflow", to_string(o.overflow)},
-          {"flush_subnormals", o.flush_subnormals},
-          {"sr_bits", o.sr_bits},
-          {"sr_seed", o.sr_key.seed}};
-}
-
 nlohmann::json quant_stats_to_json(const QuantStats& s) {
   return {{"count", s.count},         {"inexact", s.inexact},     {"underflow_to_zero", s.underflow_to_zero},
           {"subnormal", s.subnormal}, {"overflow", s.overflow},   {"saturated", s.saturated},

@@ -9,6 +9,7 @@
 
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
+#include "precsim/sim/analysis/tensor_report.h"
 
 namespace precsim::cli {
 
@@ -27,8 +28,9 @@ struct QuantArgs {
 // Throws UsageError listing the known formats.
 Format parse_format_arg(const std::string& option, const std::string& spec);
 
-nlohmann::json format_to_json(const Format& f);
-nlohmann::json quant_options_to_json(const QuantOptions& o);
+// The library's (analysis/tensor_report.h): the same objects in every report.
+using precsim::format_to_json;
+using precsim::quant_options_to_json;
 nlohmann::json quant_stats_to_json(const QuantStats& s);
 
 }  // namespace precsim::cli

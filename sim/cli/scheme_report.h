@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <span>
 #include <string>
 
@@ -11,15 +10,15 @@
 
 #include "precsim/formats/block_scaling.h"
 #include "precsim/sim/analysis/tensor_analysis.h"
+#include "precsim/sim/analysis/tensor_report.h"
 
 namespace precsim::cli {
 
-// The scheme as configured (element format, rule, scale format, block sizes, options).
-nlohmann::json scheme_to_json(const BlockScaling& s);
-// [{exponent, count}, ...] in exponent order (notebooks/analyze.ipynb reads this shape).
-nlohmann::json histogram_json(const std::map<int, uint64_t>& h);
-// Error, flushing, clipping, saturation, non-finite counts and storage cost of one scheme.
-nlohmann::json scheme_result_json(const SchemeAnalysis& r);
+// The scheme, its result and the histograms as JSON: the library's (analysis/tensor_report.h),
+// which Python's precsim.analyze shares.
+using precsim::histogram_json;
+using precsim::scheme_result_json;
+using precsim::scheme_to_json;
 
 // The table: a header line and one line per scheme (QSNR, MSE, max rel, flushed, clipped,
 // saturated, bits per element), from a scheme_result_json object.

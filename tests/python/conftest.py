@@ -1,6 +1,6 @@
-"""Shared fixtures of the Python tests: the CLI to compare against, a scratch folder, and the rule
-that under CI (CI or PRECSIM_REQUIRE_ORACLES=1) a missing torch or ml_dtypes fails instead of
-skipping."""
+"""Shared fixtures of the Python tests: the CLI to compare against, the torch twin of `precsim
+train`'s MLP, and the rule that under CI (CI or PRECSIM_REQUIRE_ORACLES=1) a missing torch or
+ml_dtypes fails instead of skipping."""
 import importlib
 import os
 import subprocess
@@ -34,3 +34,18 @@ def cli():
         return p.stdout
 
     return run
+
+
+def mlp_twin(problem, dtype=None):
+    """The torch MLP (Linear, ReLU, ..., Linear) with `precsim train`'s initial weights, from
+    precsim._precsim.mlp_problem's layers; dtype: the parameters' (torch's default when None)."""
+    import torch
+    layers = problem["layers"]
+    mods = []
+    for i, (w, b) in enumerate(layers):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], dtype=dtype)
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+            lin.bias.copy_(torch.from_numpy(b))
+        mods += [lin] if i == len(layers) - 1 else [lin, torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods)

@@ -100,9 +100,13 @@ def test_results_do_not_depend_on_the_thread_count():
 
 
 # Inputs on which ml_dtypes and precsim agree by design (README: NaN into FP6/FP4 and E8M0 below
-# 2^-126, at 0 and for negative values differ deliberately, each tested in C++).
+# 2^-126, at 0 and for negative values differ deliberately, each tested in C++; the integer formats
+# round and saturate where a cast truncates and wraps, so they share the integers of their range).
 def _shared_inputs(name):
     rng = np.random.default_rng(3)
+    if name in ("int4", "int8"):
+        top = 7 if name == "int4" else 127
+        return rng.integers(-top, top + 1, 50000).astype(np.float32)
     x = (rng.normal(0, 1, 50000) * np.exp2(rng.integers(-20, 20, 50000))).astype(np.float32)
     if name.startswith(("float6", "float4")):
         x = x[np.isfinite(x)]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import precsim
-from conftest import need
+from conftest import mlp_twin, need
 
 torch = need("torch")
 pt = need("precsim.torch")
@@ -20,18 +20,6 @@ CONFIG = {"steps": STEPS, "batch": 32, "seed": 3, "shadow_every": SHADOW, "log_e
           "recipes": ["bf16-amp"],
           "data": {"kind": "gaussian-mixture", "features": 16, "classes": 4, "train_size": 256, "heldout_size": 64},
           "model": {"hidden": [32]}, "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.9}}
-
-
-def _model(problem, dtype):
-    layers = problem["layers"]
-    mods = []
-    for i, (w, b) in enumerate(layers):
-        lin = torch.nn.Linear(w.shape[1], w.shape[0], dtype=dtype)
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(w))
-            lin.bias.copy_(torch.from_numpy(b))
-        mods += [lin] if i == len(layers) - 1 else [lin, torch.nn.ReLU()]
-    return torch.nn.Sequential(*mods)
 
 
 def _flat(model, grad=False):
@@ -58,7 +46,7 @@ def by_hand():
     problem = precsim._precsim.mlp_problem(json.dumps(CONFIG), seed)
     x32 = torch.from_numpy(problem["x_train"])
     y = torch.from_numpy(problem["y_train"]).long()
-    ref = _model(problem, torch.float64)
+    ref = mlp_twin(problem, torch.float64)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mom)
     # The chaos control: every initial weight moved by one FP32 ulp, in a direction of our own.
     chaos = copy.deepcopy(ref)
@@ -69,10 +57,10 @@ def by_hand():
             step = np.spacing(np.abs(v)).astype(np.float64) * rng.choice([-1.0, 1.0], v.shape)
             p.copy_(torch.from_numpy(v.astype(np.float64) + step))
     chaos_opt = torch.optim.SGD(chaos.parameters(), lr=lr, momentum=mom)
-    var = _model(problem, torch.float32)
+    var = mlp_twin(problem, torch.float32)
     emu = pt.emulate(var, "bf16-amp", seed=seed)
     var_opt = torch.optim.SGD(var.parameters(), lr=lr, momentum=mom)
-    shadow = _model(problem, torch.float32)  # the variant's arithmetic at the reference's weights
+    shadow = mlp_twin(problem, torch.float32)  # the variant's arithmetic at the reference's weights
     shadow_emu = pt.emulate(shadow, "bf16-amp", seed=seed)
     out = {"loss": [], "ref_loss": [], "weight_distance": [], "chaos_distance": [], "shadow_step": [],
            "grad_rel_err": [], "grad_cosine": [], "update_rel_err": []}

@@ -6,27 +6,14 @@ import numpy as np
 import pytest
 
 import precsim
-from conftest import need
+from conftest import mlp_twin, need
 
 torch = need("torch")
 pt = need("precsim.torch")
 
-CONFIG = {"steps": 25, "batch": 32, "seed": 1, "shadow_every": 0, "recipes": ["fp32", "bf16-amp", "mxfp8"],
+CONFIG = {"steps": 25, "batch": 32, "seed": 1, "shadow_every": 0, "recipes": ["fp32", "bf16-amp", "mxfp8", "nvfp4"],
           "data": {"kind": "gaussian-mixture", "features": 16, "classes": 4, "train_size": 512, "heldout_size": 128},
           "model": {"hidden": [32, 32]}, "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9}}
-
-
-def _twin(problem):
-    """The torch MLP with `precsim train`'s initial weights."""
-    layers = problem["layers"]
-    mods = []
-    for i, (w, b) in enumerate(layers):
-        lin = torch.nn.Linear(w.shape[1], w.shape[0])
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(w))
-            lin.bias.copy_(torch.from_numpy(b))
-        mods += [lin] if i == len(layers) - 1 else [lin, torch.nn.ReLU()]
-    return torch.nn.Sequential(*mods)
 
 
 def _train_torch(recipe, precsim_arithmetic):
@@ -37,7 +24,7 @@ def _train_torch(recipe, precsim_arithmetic):
     seed, lr, mom = CONFIG["seed"], CONFIG["optimizer"]["lr"], CONFIG["optimizer"]["momentum"]
     problem = precsim._precsim.mlp_problem(json.dumps(CONFIG), seed)
     x_all, y_all = torch.from_numpy(problem["x_train"]), torch.from_numpy(problem["y_train"]).long()
-    model = _twin(problem)
+    model = mlp_twin(problem)
     emu = pt.emulate(model, recipe, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=mom)
     losses = []
@@ -66,7 +53,8 @@ def reference():
     return {v["name"]: np.array(v["series"]["loss"]) for v in r["results"]["runs"][0]["variants"]}
 
 
-@pytest.mark.parametrize("recipe", ["fp32", "bf16-amp", "mxfp8"])
+# nvfp4: RHT, 16x16 weight blocks, SR on gradients, and its last layer kept in BF16 by keep_bf16_layers.
+@pytest.mark.parametrize("recipe", ["fp32", "bf16-amp", "mxfp8", "nvfp4"])
 def test_emulated_mlp_equals_precsim_train_bit_for_bit(reference, recipe):
     ours = _train_torch(recipe, precsim_arithmetic=True)
     assert len(reference[recipe]) == CONFIG["steps"]

@@ -4,14 +4,17 @@ import numpy as np
 
 from . import _precsim as _c
 
-# precsim's preset names for the dtypes ml_dtypes (and NumPy, for float16) share with it: the code
-# of each value is the same bits in both.
+# precsim's preset names for the dtypes ml_dtypes (and NumPy, for float16 and int8) share with it:
+# the code of each value is the same bits in both (int4 and int8: two's complement; precsim's
+# rounding saturates to the symmetric range, -7..7 and -127..127, where casts truncate and wrap).
 ML_DTYPES = {
     "bf16": "bfloat16", "fp16": "float16", "float8_e4m3fn": "float8_e4m3fn", "float8_e4m3": "float8_e4m3",
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e4m3b11fnuz": "float8_e4m3b11fnuz", "float8_e5m2": "float8_e5m2",
     "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e3m4": "float8_e3m4", "float6_e2m3fn": "float6_e2m3fn",
     "float6_e3m2fn": "float6_e3m2fn", "float4_e2m1fn": "float4_e2m1fn", "float8_e8m0fnu": "float8_e8m0fnu",
+    "int4": "int4", "int8": "int8",
 }
+_NUMPY_DTYPES = ("float16", "int8")
 _CODE_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 ALLOWED = "float32, float64 (C-contiguous: no copy), float16, the ml_dtypes floats, integers, bool"
 
@@ -22,14 +25,16 @@ def ml_dtype(fmt):
     name = ML_DTYPES.get(f.name)
     if name is None:
         raise ValueError(f"format '{f.name}' has no ml_dtypes dtype; those with one: {', '.join(ML_DTYPES)}")
-    if name == "float16":
-        return np.dtype(np.float16)
+    if name in _NUMPY_DTYPES:
+        return np.dtype(name)
     import ml_dtypes
     return np.dtype(getattr(ml_dtypes, name))
 
 
 def _format_of_dtype(dt):
-    """precsim's format for a float16 or ml_dtypes dtype, else None."""
+    """precsim's format for a float16 or ml_dtypes dtype, else None (NumPy's integers are values)."""
+    if dt.kind in "biu":
+        return None
     for ours, name in ML_DTYPES.items():
         if dt.name == name:
             return _c.Format(ours)

@@ -1,12 +1,13 @@
 """Block-scaled formats (MX, MXINT8, NVFP4, FP8 tensor/row/tile/block): fake quantization, the packed
 form and back. An array of any rank is rows x cols: the last dimension is cols (axis 1, the K of
 an activation or weight), the others fold into rows; 0-d and 1-d arrays are one row."""
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _precsim as _c
-from ._arrays import float32_values, options, output
+from ._arrays import float32_values, options, output, values
 
 
 def _rows_cols(shape):
@@ -87,3 +88,25 @@ def error_stats(x, q):
     MSE, QSNR in dB, largest relative error, flushed values (finite pairs; sums in a fixed order)."""
     a, b = float32_values(x, "x"), float32_values(q, "q")
     return _c.error_stats(a, b)
+
+
+def analyze(x, schemes, *, rounding="nearest-even", overflow="ieee", flush_subnormals=False, sr_bits=32, seed=0):
+    """What each format or scheme does to x: `precsim analyze`'s statistics of one tensor, computed
+    and assembled by the same code (sim/analysis/tensor_report.h). `schemes`: a list of names, or
+    one string of comma-separated names, as --formats takes them ("all" expands to every preset).
+    Returns the report's results.tensors entry without its name: dtype, shape, rows, cols, count,
+    zeros, nonfinite, exponent_histogram and per scheme (in the order given) QSNR, MSE, max relative
+    error, flushed, clipped blocks, saturated, bits per element, scale histogram (NaN and Inf as the
+    strings "nan", "inf", "-inf", as in the report). Like the CLI, float64 and integer inputs are
+    rounded to float32 first (float16 and ml_dtypes floats are decoded exactly)."""
+    a = np.asarray(x)
+    names = schemes.split(",") if isinstance(schemes, str) else list(schemes)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError("schemes must be a string or a list of strings")
+    dtype = a.dtype.str
+    a = a.astype(np.float32) if a.dtype.kind in "biu" else values(a, "x")
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    o = options(rounding, overflow, flush_subnormals, sr_bits, seed)
+    result = json.loads(_c.analyze(a.reshape(-1), [int(n) for n in a.shape], names, o))
+    result.update(dtype=dtype, shape=list(a.shape))
+    return result

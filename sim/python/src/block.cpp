@@ -4,12 +4,17 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <span>
 #include <stdexcept>
 
 #include "precsim/formats/block_scaling.h"
+#include "precsim/sim/analysis/tensor_analysis.h"
+#include "precsim/sim/analysis/tensor_report.h"
 #include "py_common.h"
 
 namespace precsim::py {
@@ -106,6 +111,19 @@ void bind_block(nb::module_& m) {
   }, nb::arg("x").noconvert(), nb::arg("q").noconvert(),
         "Error of an approximation q of x (analyze's QSNR, MSE, max relative error), summed in a fixed order.");
 
+  // analyze's statistics of one tensor, as the JSON text of the CLI report's entry for it.
+  m.def("analyze", [](Array<const float> x, const std::vector<size_t>& shape, const std::vector<std::string>& names,
+                      const QuantOptions& o) {
+    const std::vector<BlockScaling> schemes = resolve_schemes(names, o);
+    if (x.size() == 0) throw std::invalid_argument("x: the array is empty");
+    TensorAnalysis t;
+    {
+      nb::gil_scoped_release release;
+      t = analyze_tensor(std::span<const float>(x.data(), x.size()), shape, schemes, 0);
+    }
+    return tensor_analysis_json(t).dump();
+  }, nb::arg("x").noconvert(), nb::arg("shape"), nb::arg("schemes"), nb::arg("options"));
+
   m.def("block_fake_quantize", [](const std::string& scheme, Array<const float> in, Array<float> out, size_t rows,
                                   size_t cols, std::optional<int> axis, const QuantOptions& o, double tensor_amax) {
     const BlockScaling s = scheme_with(scheme, axis, o);
@@ -150,6 +168,7 @@ void bind_block(nb::module_& m) {
     if (out.size() != p.scale_rows * p.scale_cols)
       throw std::invalid_argument("out has " + std::to_string(out.size()) + " elements; the scales " +
                                   std::to_string(p.scale_rows * p.scale_cols));
+    nb::gil_scoped_release release;
     for (size_t i = 0; i < out.size(); ++i) out.data()[i] = block_scale_value(s, p, i);
   }, nb::arg("scheme"), nb::arg("packed"), nb::arg("out").noconvert());
 }

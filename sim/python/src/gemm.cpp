@@ -119,8 +119,12 @@ void bind_gemm(nb::module_& m) {
     std::optional<Format> of;
     if (out_format) of = format_by_name(*out_format);
     uint32_t status = 0;
-    const double r = accum_dot(am, std::span<const float>(a.data(), a.size()), std::span<const float>(b.data(), b.size()),
-                               c, af, bf, &status, of ? &*of : nullptr);
+    double r;
+    {
+      nb::gil_scoped_release release;
+      r = accum_dot(am, std::span<const float>(a.data(), a.size()), std::span<const float>(b.data(), b.size()), c, af,
+                    bf, &status, of ? &*of : nullptr);
+    }
     return std::make_pair(r, status_to_string(status));
   }, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"), nb::arg("a_format"),
         nb::arg("b_format"), nb::arg("out_format").none());

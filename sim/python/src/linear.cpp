@@ -15,6 +15,7 @@
 #include "precsim/sim/model/mlp.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_linear.h"
+#include "precsim/sim/train/recipe_parts.h"
 #include "py_common.h"
 
 namespace precsim::py {
@@ -85,6 +86,15 @@ nb::dict mlp_problem(const std::string& config_text, uint64_t seed) {
 void bind_linear(nb::module_& m) {
   m.def("recipe", [](const std::string& spec) { return recipe_to_json(recipe_of(spec)).dump(); }, nb::arg("spec"),
         "A recipe preset or JSON object resolved to every key, as JSON text.");
+  m.def("layer_recipes", [](const std::string& spec, int layers) {
+        // The recipe each linear layer of an MLP with `layers` layers computes with, as precsim train
+        // resolves it (keep_bf16_layers, layers overrides); empty when the recipe names no part.
+        const PartRecipes parts(recipe_of(spec), false, layers);
+        std::vector<std::string> out;
+        for (int s = 0; s < parts.slots(); ++s) out.push_back(recipe_to_json(parts.at(s)).dump());
+        return out;
+      }, nb::arg("spec"), nb::arg("layers"),
+        "Per-layer recipes (JSON text) of an MLP with `layers` linear layers; [] when every layer takes the recipe itself.");
   nb::class_<RecipeLinear>(m, "RecipeLinear", "A recipe's linear layer and matrix product (train/recipe_linear.h).")
       .def("__init__", [](RecipeLinear* self, const std::string& recipe, uint64_t seed, int layer) {
         new (self) RecipeLinear(recipe_of(recipe), seed, layer);

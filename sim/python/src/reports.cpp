@@ -65,14 +65,16 @@ void bind_reports(nb::module_& m) {
   nb::exception<ReportError>(m, "ReportError", PyExc_ValueError);
   nb::exception<CheckRefused>(m, "CheckRefused", PyExc_ValueError);
   m.def("train", &train, nb::arg("config"), nb::arg("deterministic"));
-  m.def("load_report", [](const std::string& path) { return load_report(path).dump(); }, nb::arg("path"));
+  // Documents may be large (per-step series): read, parsed and checked without the GIL.
+  m.def("load_report", [](const std::string& path) { return load_report(path).dump(); }, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>());
   m.def("validate_report", [](const std::string& text) {
     const nlohmann::json doc = parse_text(text, "report");
     check_envelope(doc, "report");
     return validate_report(doc);
-  }, nb::arg("report"));
+  }, nb::arg("report"), nb::call_guard<nb::gil_scoped_release>());
   m.def("check_report", &check, nb::arg("baseline"), nb::arg("run"), nb::arg("rules").none(), nb::arg("rtol").none(),
-        nb::arg("atol").none());
+        nb::arg("atol").none(), nb::call_guard<nb::gil_scoped_release>());
   m.def("recipe_presets", &recipe_preset_names);
 }
 

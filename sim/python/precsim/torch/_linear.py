@@ -148,7 +148,8 @@ def emulate(model, recipe, *, layers=None, seed=0):
     """Replaces every nn.Linear of model (or those whose qualified names are in `layers`, or for
     which `layers(name, module)` is true) by a precsim.torch.Linear under `recipe` sharing its
     parameters; layer i in module order keys stochastic rounding as layer i of `precsim train`'s
-    MLP. Returns an Emulation whose undo() restores the model."""
+    MLP and takes layer i's recipe (keep_bf16_layers and per-layer `layers` keys count the model's
+    nn.Linear modules in module order). Returns an Emulation whose undo() restores the model."""
     precsim._precsim.recipe(json.dumps(recipe) if isinstance(recipe, dict) else str(recipe))  # fail early
     wanted = layers if callable(layers) else (None if layers is None else set(layers))
     if type(model) is nn.Linear:
@@ -159,12 +160,17 @@ def emulate(model, recipe, *, layers=None, seed=0):
         if missing:
             raise ValueError(f"layers {sorted(missing)} are not nn.Linear modules of the model; "
                              f"those are: {[name for name, _ in found]}")
+    # Per-part keys (keep_bf16_layers, layers) count the model's nn.Linear modules in module order,
+    # as precsim train counts its MLP's layers: the published nvfp4 keeps the last ones in BF16.
+    spec = json.dumps(recipe) if isinstance(recipe, dict) else str(recipe)
+    per_layer = precsim._precsim.layer_recipes(spec, len(found)) if found else []
     swaps = []
     for index, (name, mod) in enumerate(found):
         if wanted is not None and not (wanted(name, mod) if callable(wanted) else name in wanted):
             continue
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, attr, Linear.from_linear(mod, recipe, seed=seed, layer=index))
+        layer_recipe = per_layer[index] if per_layer else recipe
+        setattr(parent, attr, Linear.from_linear(mod, layer_recipe, seed=seed, layer=index))
         swaps.append((name, parent, attr, mod))
     return Emulation(model, swaps)
