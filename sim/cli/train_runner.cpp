@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "command_tables.h"
 #include "gpu_cli.h"
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/jsonl.h"
@@ -118,20 +119,6 @@ void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
 
 namespace {
 
-// Per variant and seed, the twin on its GEMM executor against the emulated variant.
-std::string twin_table(const nlohmann::json& results) {
-  std::string t = fmt::format("\n{:<20} {:>5} {:>16} {:>16} {:>9}\n", results["backend"]["name"].get<std::string>() + " twin",
-                              "seed", "max|loss diff|", "max weight err", "diverged");
-  for (const auto& run : results["runs"])
-    for (const auto& v : run["variants"]) {
-      const auto& s = v["backend"]["summary"];
-      t += fmt::format("{:<20} {:>5} {:>16.3g} {:>16.3g} {:>9}\n", v["name"].get<std::string>(), run["seed"].get<uint64_t>(),
-                       read_number(s["max_abs_loss_diff"]), read_number(s["max_weight_rel_err"]),
-                       s["diverged_at"].is_null() ? "-" : std::to_string(s["diverged_at"].get<int64_t>()));
-    }
-  return t;
-}
-
 // Progress on stderr: a bar redrawn in place on a terminal, or else a line every few seconds with
 // the time elapsed and an estimate of the time left, and one when a seed ends.
 class TrainProgress {
@@ -213,10 +200,7 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     r.set_status("interrupted");
     if (tty) std::cerr << "\n";
   }
-  if (!out.json && jsonl != "-") {
-    std::cout << summary_table(r.results());
-    if (twin.make) std::cout << twin_table(r.results());
-  }
+  if (!out.json && jsonl != "-") std::cout << train_table(r.results());
   finish_report(r, out);
   // A run without --out leaves nothing behind: said, so that the next long run keeps its report.
   if (out.out.empty() && !out.json)
