@@ -209,7 +209,8 @@ const Registrar reg(20, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "round values or a .npy array into a format");
   auto a = std::make_shared<Args>();
   cmd->add_option("--format,-f", a->format,
-                  "target format (see `precsim formats`, or eXmY[:options]), or with --input a block-scaling scheme: "
+                  "target format: a preset name or alias (`precsim formats` lists them) or "
+                  "eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]; or with --input a block-scaling scheme: "
                   "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4, "
                   "<format>:tensor|row|tile128|block128|mx|nvfp4, options :rule=floor|ceil|even|rceil, :block=N, "
                   ":axis=0|1, :2d, :pow2, :fp32, :eps=X, :margin=N")

@@ -140,8 +140,8 @@ const Registrar reg(90, [](CLI::App& app) {
 
   auto* diff = cmd->add_subcommand("diff", "what differs between two reports (exit 1 when they differ)");
   auto d = std::make_shared<std::pair<std::string, std::string>>();
-  diff->add_option("a", d->first, "first report")->required();
-  diff->add_option("b", d->second, "second report")->required();
+  diff->add_option("first", d->first, "first report")->required();
+  diff->add_option("second", d->second, "second report")->required();
   diff->callback([d] {
     const nlohmann::json da = load(d->first), db = load(d->second);
     auto r = diff_reports(da, db);

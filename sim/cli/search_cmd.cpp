@@ -52,7 +52,7 @@ const Registrar reg(63, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_experiment_options(cmd, a->e);
   cmd->add_option("--recipe", a->recipe, "the preset the layers' formats are set on (default bf16-amp: BF16 gradients)");
-  cmd->add_option("--formats", a->formats, "element formats a layer may take, e.g. e2m1,e4m3,bf16 (8 bits or fewer: MX block scaling)");
+  cmd->add_option("--formats,-f", a->formats, "element formats a layer may take, e.g. e2m1,e4m3,bf16 (8 bits or fewer: MX block scaling)");
   cmd->add_option("--budget", a->budget, "average bits per weight and activation, weighted by each layer's multiply-adds");
   cmd->callback([a] { run(*a); });
 });

@@ -88,10 +88,16 @@ nlohmann::json config_or_experiment(const std::string& config, const std::string
 }
 
 void add_experiment_options(CLI::App* cmd, ExperimentArgs& a) {
-  cmd->add_option("--config", a.config, "JSON experiment configuration (as precsim train)");
+  cmd->add_option("--config", a.config, "JSON experiment configuration (its keys: precsim train --config-help)");
   cmd->add_option("--experiment", a.experiment, "a named experiment: tiny-gpt");
-  cmd->add_option("--steps", a.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--seeds", a.seeds, "seeds (95% intervals need at least 2)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--steps", a.steps, kStepsHelp)->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seed", a.seed,
+                  seed_help("the first of --seeds: data, initial weights, batches and stochastic rounding (default: the "
+                            "config's)"))
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd->add_option("--seeds", a.seeds, "run every variant over N seeds (seed, seed + 1, ...): means and 95% intervals "
+                                      "need at least 2")
+      ->check(CLI::Range(1, 1000));
   add_threads_option(cmd, a.threads);
   add_output_options(cmd, a.out);
 }
@@ -101,6 +107,7 @@ TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& rec
   if (!j.is_object()) throw UsageError("--config '" + a.config + "': expected a JSON object");
   if (replace || !j.contains("recipes")) j["recipes"] = recipes;
   if (a.steps > 0) j["steps"] = a.steps;
+  if (a.seed >= 0) j["seed"] = a.seed;
   if (a.seeds > 0) j["seeds"] = a.seeds;
   return parse_train_config(j, a.config.empty() ? what : "--config '" + a.config + "'");
 }

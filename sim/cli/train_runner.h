@@ -33,13 +33,16 @@ nlohmann::json config_or_experiment(const std::string& config, const std::string
 struct ExperimentArgs {
   std::string config, experiment;
   int64_t steps = 0;
+  int64_t seed = -1;  // -1: the config's
   int seeds = 0;
   int threads = 0;
   OutputOptions out;
 };
-// Adds --config, --experiment, --steps, --seeds, --threads, --out, --json, --deterministic.
+// --steps's help, which demo's --steps shares.
+inline constexpr const char* kStepsHelp = "optimizer steps (overrides the config's)";
+// Adds --config, --experiment, --steps, --seed, --seeds, --threads, --out, --json, --deterministic.
 void add_experiment_options(CLI::App* cmd, ExperimentArgs& a);
-// The experiment's configuration with --steps and --seeds applied and `recipes` (when the config
+// The experiment's configuration with --steps, --seed and --seeds applied and `recipes` (when the config
 // has none, or when `replace`) set to `recipes`; `what` names the command in messages.
 TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& recipes, bool replace, const std::string& what);
 // A train-like report's seeds block: {"seed", "seeds": [seed, seed + 1, ...]}.
