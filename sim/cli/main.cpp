@@ -58,6 +58,7 @@ void check_command_name(const CLI::App& app, const std::vector<std::string>& arg
                         const std::string& path = "precsim") {
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   const std::string of = path == "precsim" ? "" : " of '" + path + "'";
+  bool unknown_root_option = false;
   for (size_t i = from; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help" || a == "--help-all" || (a == "--version" && path == "precsim")) return;
@@ -67,7 +68,11 @@ void check_command_name(const CLI::App& app, const std::vector<std::string>& arg
     }
     if (a.starts_with("-")) {
       const bool everywhere = a == "-q" || a == "--quiet" || a.starts_with("--threads=") || a.starts_with("--progress=");
-      if (path == "precsim" || everywhere) continue;  // the root's own are CLI11's to check
+      if (everywhere) continue;
+      if (path == "precsim") {  // an unknown option before any command: CLI11 names it
+        unknown_root_option = true;
+        continue;
+      }
       throw UsageError("unknown option '" + a + "'" + of + "; give a command first: " + command_names(app));
     }
     const auto it = std::find_if(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->get_name() == a; });
@@ -82,6 +87,7 @@ void check_command_name(const CLI::App& app, const std::vector<std::string>& arg
     throw UsageError("unknown command '" + a + "'" + of + (near.empty() ? "" : "; did you mean " + near + "?") +
                      "; commands: " + command_names(app));
   }
+  if (unknown_root_option) return;
   throw UsageError("give a command" + of + ": " + command_names(app) + " (" + path + " --help says what each does)");
 }
 
