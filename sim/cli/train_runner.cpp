@@ -118,6 +118,26 @@ nlohmann::json seeds_json(const TrainConfig& c) {
   return {{"seed", c.seed}, {"seeds", seeds}};
 }
 
+void run_experiment_report(const std::string& kind, TrainConfig c, const std::function<Recipe()>& recipe,
+                           const nlohmann::json& settings, const OutputOptions& out,
+                           const std::function<nlohmann::json(const TrainConfig&, const RunHooks&)>& run) {
+  check_output(out);
+  Report r(kind);
+  RunHooks hooks;
+  hooks.progress = progress_bar(c.seeds);
+  try {
+    c.variants = {recipe()};
+    r.config() = train_config_to_json(c);
+    r.config()[kind] = settings;
+    r.seeds() = seeds_json(c);
+    r.results() = run(c, hooks);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!out.json) std::cout << *command_table(r.document(true));
+  finish_report(r, out);
+}
+
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
   cmd->add_option("--jsonl", jsonl,
                   "stream one JSON line per logged step per variant to FILE while the run goes ('-': stdout, "
