@@ -98,23 +98,47 @@ TEST_F(CliStyle, QuietAndProgressLines) {
   EXPECT_TRUE(r.err.starts_with("precsim: error: --input")) << r.err;
 }
 
-// `report summary` prints what the command printed; diff and check name entries by name.
+// `report summary` prints what the command printed, for every kind: the report's header, then the
+// command's stdout to the byte (not the configuration followed by a tree).
 TEST_F(CliStyle, SavedReportsReadBackAsTheirTables) {
   std::vector<float> a(8 * 64), b(8 * 64);
   for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i)) * std::ldexp(1.0f, int(i % 23) - 11);
   for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i));
   write_npy(path("a.npy"), "<f4", {8, 64}, a.data(), a.size() * 4);
   write_npy(path("b.npy"), "<f4", {8, 64}, b.data(), b.size() * 4);
-  const std::vector<std::string> commands = {
-      "analyze --input '" + path("a.npy") + "' --formats e4m3,mxfp4,nvfp4,fp8_e4m3:row",
-      "gemm --m 8 --n 8 --sweep-k 16,64 --model fp32-seq,h100",
-      "allreduce -w 2,4 -n 512 -f bf16,fp16 -a ring,tree"};
-  for (const auto& c : commands) {
-    const CliResult printed = run(c + " --out '" + path("r.json") + "'");
+  const std::string data = R"("data": {"kind": "gaussian-mixture", "features": 4, "classes": 2, "train_size": 64, "heldout_size": 16},
+    "model": {"hidden": [4]})";
+  std::ofstream(path("c.json")) << R"({"steps": 3, "batch": 16, "recipes": ["fp32"], )" << data << "}";
+  std::ofstream(path("sweep.json")) << R"({"base": {"steps": 3, "batch": 16, "recipes": ["fp32", "bf16-amp"], )" << data
+                                     << R"(}, "grid": [{"path": "seed", "values": [1, 2]}]})";
+  const std::string cfg = " --config '" + path("c.json") + "'";
+  const std::vector<std::pair<std::string, std::string>> commands = {  // kind, command
+      {"formats", "formats"},
+      {"quantize", "quantize -f e4m3 448 464 -465 3.14159 0x1p-10 1e-3 0x1.8p-24 -inf -0 nan"},
+      {"quantize", "quantize -f bf16 --input '" + path("a.npy") + "'"},
+      {"quantize", "quantize -f nvfp4 --input '" + path("a.npy") + "'"},
+      {"analyze", "analyze --input '" + path("a.npy") + "' --formats e4m3,mxfp4,nvfp4,fp8_e4m3:row"},
+      {"dot", "dot --model h100 --a 1,2,0x1p-20 --b 1,1,1"},
+      {"dot", "dot --model fp32-seq --a 0x1p100,1,-0x1p100 --b 1,1,1 --c 0.5"},
+      {"gemm", "gemm --m 8 --n 8 --sweep-k 16,64 --model fp32-seq,h100"},
+      {"allreduce", "allreduce -w 2,4 -n 512 -f bf16,fp16 -a ring,tree"},
+      {"train", "train" + cfg + " --recipes fp32,bf16-amp --seeds 2"},
+      {"attribute", "attribute" + cfg + " --recipe mxfp4"},
+      {"search", "search" + cfg + " --formats e2m1,bf16 --budget 10"},
+      {"sweep", "sweep '" + path("sweep.json") + "' --out-dir '" + path("sweep") + "'"}};
+  for (const auto& [kind, c] : commands) {
+    const std::string report = kind == "sweep" ? path("sweep") + "/sweep.json" : path("r.json");
+    const CliResult printed = run(c + (kind == "sweep" ? "" : " --out '" + report + "'"));
     ASSERT_EQ(printed.rc, 0) << c << "\n" << printed.err;
-    const CliResult summary = run("report summary '" + path("r.json") + "'");
+    ASSERT_FALSE(printed.out.empty()) << c;
+    const CliResult summary = run("report summary '" + report + "'");
     ASSERT_EQ(summary.rc, 0) << summary.err;
-    EXPECT_TRUE(summary.out.ends_with(printed.out)) << c << "\n--- printed\n" << printed.out << "--- summary\n" << summary.out;
+    ASSERT_TRUE(summary.out.ends_with(printed.out)) << c << "\n--- printed\n" << printed.out << "--- summary\n" << summary.out;
+    // What comes before the table is the header: "<kind> report (complete)", tool, digest, run.
+    const std::string header = summary.out.substr(0, summary.out.size() - printed.out.size());
+    EXPECT_TRUE(header.starts_with(kind + " report (complete)")) << c << "\n" << header;
+    EXPECT_LE(std::count(header.begin(), header.end(), '\n'), 5) << c << "\n" << header;
+    EXPECT_EQ(header.find(" = "), std::string::npos) << "a configuration tree: " << c << "\n" << header;
   }
 }
 

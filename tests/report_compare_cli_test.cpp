@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -143,6 +145,18 @@ TEST_F(ReportCompareCli, SummaryPrintsTheVariantTableWithIntervalsAndDivergedAsA
   EXPECT_NE(r.out.find("(3 seeds;"), std::string::npos) << r.out;
   const auto full = run("report summary --full " + p("t.json"));
   EXPECT_NE(full.out.find("recipes.0.name = fp32"), std::string::npos) << full.out;
+  // `diverged` counts the seeds that diverged: fp8-delayed made to diverge at step 12 in seed 2.
+  json doc = doc_;
+  doc["results"]["variants"][2]["summary"]["diverged_at"] = json::array({nullptr, 12, nullptr});
+  std::ofstream(dir_ / "diverged.json") << doc.dump();
+  const auto d = run("report summary " + p("diverged.json"));
+  ASSERT_EQ(d.rc, 0) << d.out;
+  std::istringstream lines(d.out);
+  std::map<std::string, std::string> row;  // variant -> its row
+  for (std::string line; std::getline(lines, line);) row[line.substr(0, line.find(' '))] = line;
+  EXPECT_TRUE(row["fp8-delayed"].ends_with(" 1 of 3")) << d.out;
+  EXPECT_TRUE(row["fp32"].ends_with(" -")) << d.out;
+  EXPECT_TRUE(row["fp32-again"].ends_with(" -")) << d.out;
 }
 
 }  // namespace

@@ -98,13 +98,14 @@ const Registrar reg(60, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--workers,-w", a->workers, "worker counts, comma-separated")->capture_default_str();
   cmd->add_option("--elements,-n", a->elements, "gradient elements per worker")->capture_default_str();
-  cmd->add_option("--format,-f", a->formats, "buffer formats, comma-separated (fp64, fp32, bf16, fp16, e4m3, e5m2)")->capture_default_str();
+  cmd->add_option("--formats,-f", a->formats, "buffer formats, comma-separated (fp64, fp32, bf16, fp16, e4m3, e5m2)")->capture_default_str();
+  cmd->add_option("--format", a->formats, "the former name of --formats")->group("");
   cmd->add_option("--algorithm,-a", a->algorithms, "ring|tree|naive|fp32-accumulate, comma-separated")->capture_default_str();
   cmd->add_option("--average", a->average, "sum|ddp|nccl-avg|post-divide|fsdp")->capture_default_str();
   cmd->add_option("--hook", a->hook, "DDP compression hook: none|bf16|fp16")->capture_default_str();
   cmd->add_option("--mean", a->mean, "gradient mean")->capture_default_str();
   cmd->add_option("--std", a->stddev, "gradient standard deviation")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "data seed")->capture_default_str();
+  cmd->add_option("--seed", a->seed, seed_help("the generated gradients"))->capture_default_str();
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });
 });

@@ -210,10 +210,10 @@ const Registrar reg(40, [](CLI::App& app) {
   cmd->add_option("--input", a->input, ".npy or .safetensors file");
   cmd->add_option("--tensor", a->tensors, "tensor name or glob in a .safetensors file (default: all)");
   cmd->add_option("--dist", a->dist,
-                  "generated input: normal|laplace|uniform|lognormal|student-t[:param=value,...]");
+                  std::string("generated input: ") + kDistributionSpecs);
   cmd->add_option("--outliers", a->outliers, "FRACTION,MAGNITUDE: that share of values multiplied by MAGNITUDE");
   cmd->add_option("--count", a->count, "number of generated values")->capture_default_str();
-  cmd->add_option("--formats", a->formats,
+  cmd->add_option("--formats,-f", a->formats,
                   "formats and schemes, comma-separated, or all: any format (e4m3, bf16, e3m2:nosub, ...); mxfp8_e4m3, "
                   "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4; <format>:tensor|row|tile128|block128 (FP8 "
                   "recipes), <format>:mx|nvfp4; options :rule=floor|ceil|even|rceil, :block=N, :axis=0|1, :2d, :pow2, "
@@ -222,7 +222,7 @@ const Registrar reg(40, [](CLI::App& app) {
       ->required();
   cmd->add_option("--sort", a->sort, "table order: qsnr (best first), mse or flushed (fewest first)")->capture_default_str();
   cmd->add_option("--worst", a->worst, "show only the N worst (tensor, scheme) rows, worst first");
-  a->quant.add_to(cmd);
+  a->quant.add_to(cmd, "the generated --dist input");
   add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });
 });

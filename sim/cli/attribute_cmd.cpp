@@ -1,10 +1,9 @@
 // precsim attribute: which tensor role, GEMM pass, layer or layer x role of a recipe costs the
 // loss, by leave-one-out and leave-one-in reruns in lockstep with the reference
 // (precsim/sim/experiment/attribution.h).
-#include <iostream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_parse.h"
 #include "precsim/sim/experiment/attribution.h"
 #include "train_runner.h"
 
@@ -35,28 +34,15 @@ Recipe find_recipe(const TrainConfig& c, const std::string& name) {
 
 void run(const Args& a) {
   if (a.recipe.empty()) throw UsageError("--recipe: give the recipe to explain (a name in the config's recipes, or a preset)");
-  TrainConfig c = experiment_config(a.e, nlohmann::json::array({"fp32"}), false, "attribute");
-  std::vector<std::string> only;
-  std::stringstream ss(a.units);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) only.push_back(item);
+  const TrainConfig c = experiment_config(a.e, nlohmann::json::array({"fp32"}), false, "attribute");
+  const std::vector<std::string> only = split_list(a.units);
   check_output(a.e.out);
-  Report r("attribute");
   const Recipe recipe = find_recipe(c, a.recipe);
-  RunHooks hooks;
-  hooks.progress = progress_bar(c.seeds);
-  try {
-    const auto units = attribution_units(c, a.unit, only);
-    c.variants = {recipe};
-    r.config() = train_config_to_json(c);
-    r.config()["attribute"] = {{"recipe", recipe.name}, {"unit", a.unit}, {"units", only}, {"metric", a.metric}};
-    r.seeds() = seeds_json(c);
-    r.results() = run_attribution(c, recipe, units, a.unit, a.metric, hooks);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  if (!a.e.out.json) std::cout << attribution_table(r.results());
-  finish_report(r, a.e.out);
+  run_experiment_report("attribute", c, [&] { return recipe; },
+                        {{"recipe", recipe.name}, {"unit", a.unit}, {"units", only}, {"metric", a.metric}}, a.e.out,
+                        [&](const TrainConfig& one, const RunHooks& hooks) {
+                          return run_attribution(one, recipe, attribution_units(one, a.unit, only), a.unit, a.metric, hooks);
+                        });
 }
 
 const Registrar reg(62, [](CLI::App& app) {

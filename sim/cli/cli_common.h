@@ -40,8 +40,12 @@ struct Registrar {
 };
 
 // --threads N, 1..1024: OpenMP worker threads, set as the option is parsed (results do not depend
-// on it). `threads` keeps N, or 0 when it is not given, for library calls that take a count.
+// on it); every command takes it (main.cpp adds it where a command does not). `threads` keeps N, or 0 when it is not given, for library calls that take a count.
 CLI::Option* add_threads_option(CLI::App* cmd, int& threads);
+
+// --seed's help: in every command --seed seeds every random draw the command makes; `what` names
+// them.
+inline std::string seed_help(const std::string& what) { return "seed of every random draw: " + what; }
 
 // --quiet and --progress none|lines|bar, which every command takes (main.cpp adds them): how much
 // goes to stderr besides errors and warnings.

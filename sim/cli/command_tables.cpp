@@ -8,6 +8,10 @@
 
 #include "cli_common.h"
 #include "precsim/reports/report.h"
+#include "precsim/sim/experiment/attribution.h"
+#include "precsim/sim/experiment/recipe_search.h"
+#include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/experiment/sweep_merge.h"
 #include "scheme_report.h"
 
 namespace precsim::cli {
@@ -36,7 +40,30 @@ std::vector<AnalyzeRow> sorted_rows(const nlohmann::json& results, const std::st
   return rows;
 }
 
+// Per variant and seed, the twin on its GEMM executor against the emulated variant.
+std::string twin_table(const nlohmann::json& results) {
+  std::string t = fmt::format("\n{:<20} {:>5} {:>16} {:>16} {:>9}\n", results["backend"]["name"].get<std::string>() + " twin",
+                              "seed", "max|loss diff|", "max weight err", "diverged");
+  for (const auto& run : results["runs"])
+    for (const auto& v : run["variants"]) {
+      const auto& s = v["backend"]["summary"];
+      t += fmt::format("{:<20} {:>5} {:>16.3g} {:>16.3g} {:>9}\n", v["name"].get<std::string>(), run["seed"].get<uint64_t>(),
+                       read_number(s["max_abs_loss_diff"]), read_number(s["max_weight_rel_err"]),
+                       s["diverged_at"].is_null() ? "-" : std::to_string(s["diverged_at"].get<int64_t>()));
+    }
+  return t;
+}
+
 }  // namespace
+
+std::string train_table(const nlohmann::json& results) {
+  std::string t = summary_table(results);
+  if (results.contains("backend")) t += twin_table(results);
+  const auto& runs = results.at("runs");
+  if (runs.is_array() && runs.size() > 1)
+    t += fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n", runs.size());
+  return t;
+}
 
 std::string analyze_table(const nlohmann::json& results, const std::string& sort, size_t worst) {
   std::vector<AnalyzeRow> rows = sorted_rows(results, sort);
@@ -80,7 +107,14 @@ std::string allreduce_table_row(const nlohmann::json& r) {
 std::optional<std::string> command_table(const nlohmann::json& doc) {
   const std::string kind = doc.at("kind").get<std::string>();
   const auto& results = doc.at("results");
+  if (kind == "formats") return formats_table(results);
+  if (kind == "quantize") return quantize_table(doc.at("config"), results);
+  if (kind == "dot") return dot_table(doc.at("config"), results);
+  if (kind == "train" || kind == "demo") return train_table(results);
   if (kind == "analyze") return analyze_table(results);
+  if (kind == "sweep") return sweep_points_table(results);
+  if (kind == "attribute") return attribution_table(results);
+  if (kind == "search") return search_table(results);
   std::string out;
   if (kind == "gemm") {
     out = gemm_table_header();

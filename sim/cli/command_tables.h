@@ -21,7 +21,17 @@ std::string gemm_table_row(int64_t k, const nlohmann::json& model_entry);  // an
 std::string allreduce_table_header();
 std::string allreduce_table_row(const nlohmann::json& run);  // an entry of results.runs
 
-// The table of a report of kind analyze, gemm or allreduce; nullopt for other kinds.
+// formats, quantize (any mode: config.mode) and dot (value_tables.cpp).
+std::string formats_table(const nlohmann::json& results);
+std::string quantize_table(const nlohmann::json& config, const nlohmann::json& results);
+std::string dot_table(const nlohmann::json& config, const nlohmann::json& results);
+
+// train and demo: the variant table (runner.h's summary_table), the twin's table when the run had
+// a --backend, and with several seeds a line saying what ± is.
+std::string train_table(const nlohmann::json& results);
+
+// The table a report's command printed (every kind but the gpu ones); nullopt for a kind without
+// one.
 std::optional<std::string> command_table(const nlohmann::json& doc);
 
 }  // namespace precsim::cli

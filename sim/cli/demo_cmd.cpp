@@ -31,7 +31,7 @@ const Registrar reg(61, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("demo", "run the embedded default experiment and write demo-report.json");
   auto a = std::make_shared<Args>();
   a->out.out = "demo-report.json";
-  cmd->add_option("--steps", a->steps, "override the number of steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--steps", a->steps, kStepsHelp)->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   add_threads_option(cmd, a->threads);
   add_jsonl_option(cmd, a->jsonl);
   add_output_options(cmd, a->out);

@@ -9,6 +9,7 @@
 #include "accum_model_arg.h"
 #include "cli_common.h"
 #include "cli_parse.h"
+#include "command_tables.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/analysis/dot_error.h"
@@ -81,15 +82,7 @@ void run(const Args& args) {
                  {"rel_error", json_number(d.rel_error)},
                  {"ulp_error", d.ulp_error},
                  {"status", status_to_string(d.status)}};
-  if (!args.out.json) {
-    std::cout << fmt::format("model     {} ({})\n", model.name, to_spec(model));
-    std::cout << fmt::format("inputs    {} x {}, accumulator {}\n", a.size(), in.name, model.acc.name);
-    std::cout << fmt::format("exact     {:<24} {:.17g}{}\n", hex_float(d.exact), d.exact,
-                             d.exact_fits_fp64 ? "" : " (rounded to fp64)");
-    std::cout << fmt::format("result    {:<24} {:.17g}\n", hex_float(d.result), d.result);
-    std::cout << fmt::format("error     abs {:.6g}  rel {:.6g}  {} ulp of {} from the correctly rounded {}\n",
-                             d.abs_error, d.rel_error, d.ulp_error, model.acc.name, hex_float(d.exact_in_acc));
-  }
+  if (!args.out.json) std::cout << dot_table(r.config(), r.results());
   finish_report(r, args.out);
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "command_tables.h"
 #include "precsim/formats/format.h"
 #include "precsim/reports/report.h"
 
@@ -40,20 +41,7 @@ void run(const OutputOptions& out) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& p : format_presets()) rows.push_back(format_json(p));
   r.results()["formats"] = rows;
-  if (!out.json) {
-    std::cout << fmt::format("{:<19} {:<22} {:>4} {:>5} {:>5} {:>5} {:<11} {:>12} {:>12} {:>12} {:>10} {:>11} {:>8}\n",
-                             "name", "aliases", "bits", "bias", "emin", "emax", "nonfinite", "max",
-                             "min normal", "min subnorm", "epsilon", "finite vals", "binades");
-    for (const auto& p : format_presets()) {
-      const Format& f = p.format;
-      std::string aliases;
-      for (const auto& a : p.aliases) aliases += (aliases.empty() ? "" : ",") + a;
-      std::cout << fmt::format("{:<19} {:<22} {:>4} {:>5} {:>5} {:>5} {:<11} {:>12.6g} {:>12.6g} {:>12.6g} {:>10.4g} {:>11} {:>8.2f}\n",
-                               f.name, aliases, f.bits(), f.bias, f.emin(), f.emax(),
-                               to_string(f.nonfinite), f.max_finite(), f.min_normal(),
-                               f.min_subnormal(), f.epsilon(), f.finite_count(), f.range_binades());
-    }
-  }
+  if (!out.json) std::cout << formats_table(r.results());
   finish_report(r, out);
 }
 

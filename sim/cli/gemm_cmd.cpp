@@ -118,7 +118,7 @@ Plan plan(const Args& args) {
   for (const auto& spec : args.models) p.models.push_back(accum_model_arg("--model", spec, args.output_format));
   p.af = parse_format_arg("--a-format", args.a_format);
   p.bf = parse_format_arg("--b-format", args.b_format);
-  p.of = parse_format_arg("--out-format", args.out_format);
+  p.of = parse_format_arg("--c-format", args.out_format);
   if (args.sample < 1) throw UsageError(fmt::format("--sample {} must be at least 1", args.sample));
   for (const Format* f : {&p.af, &p.bf}) {
     if (f->bits() > 32 || f->man_bits > 23 || f->emax() > 127)
@@ -237,7 +237,9 @@ const Registrar reg(41, [](CLI::App& app) {
   cmd->add_option("--k", a->k, "inner dimension")->capture_default_str();
   cmd->add_option("--a-format", a->a_format, "format of A's values (operands are rounded to nearest-even into it)")->capture_default_str();
   cmd->add_option("--b-format", a->b_format, "format of B's values")->capture_default_str();
-  cmd->add_option("--out-format", a->out_format, "format of C")->capture_default_str();
+  cmd->add_option("--c-format", a->out_format, "format of C's values")->capture_default_str();
+  // --out names the report in every command; C's format had this name before.
+  cmd->add_option("--out-format", a->out_format, "the former name of --c-format")->group("");
   cmd->add_option("--output-format", a->output_format, "accumulator (output) format of every model: fp16 picks each "
                   "Tensor Core preset's FP16-output variant (<preset>-f16acc), as precsim dot does");
   cmd->add_option("--model", a->models,
@@ -247,9 +249,9 @@ const Registrar reg(41, [](CLI::App& app) {
   cmd->add_option("--a", a->a_npy, "A as a 2-D float16/32/64 .npy (M x K, C or Fortran order), instead of generated operands");
   cmd->add_option("--b", a->b_npy, "B as a 2-D .npy (K x N)");
   cmd->add_option("--output", a->output,
-                  ".npy file for C, the emulated product of one --model (float32, or float64 for wider --out-format)");
+                  ".npy file for C, the emulated product of one --model (float32, or float64 for a wider --c-format)");
   cmd->add_option("--sweep-k", a->sweep_k, "K values, comma-separated: error against K")->delimiter(',');
-  cmd->add_option("--seed", a->seed, "seed of the generated operands and of the output sample")->capture_default_str();
+  cmd->add_option("--seed", a->seed, seed_help("the generated operands and the outputs sampled"))->capture_default_str();
   cmd->add_option("--sample", a->sample, "outputs compared with the exact product (all when M*N is smaller)")->capture_default_str();
   add_threads_option(cmd, a->threads);
   add_output_options(cmd, a->out);

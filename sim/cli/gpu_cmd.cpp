@@ -314,7 +314,7 @@ const Registrar reg(90, [](CLI::App& app) {
   gemm_cmd->add_option("--presets", g.presets, "emulation models to compare (default: those for the type)")->delimiter(',');
   gemm_cmd->add_option("--require-match", g.require, "exit 1 unless this preset matches the device bit for bit");
   gemm_cmd->add_option("--save-operands", g.save_dir, "write A, B and the device's D of each operand set as .npy into this folder");
-  gemm_cmd->add_option("--seed", g.seed, "operand seed")->capture_default_str();
+  gemm_cmd->add_option("--seed", g.seed, seed_help("the generated operands"))->capture_default_str();
   gemm_cmd->add_option("--device", g.spec.device, "CUDA device index")->capture_default_str();
   gemm_cmd->add_option("--algo-id", g.spec.algo_id, "pin this cuBLASLt algorithm id (default: first heuristic result without split-K)");
   gemm_cmd->add_option("--tile-id", g.spec.tile_id, "with --algo-id: tile id");

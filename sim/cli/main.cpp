@@ -51,23 +51,44 @@ std::string command_names(const CLI::App& app) {
   return names;
 }
 
-// The first argument that is not an option names the command; an unknown one is answered with the
-// nearest command names and the list, not with CLI11's "argument was not expected".
-void check_command_name(const CLI::App& app, const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("give a command: " + command_names(app) + " (precsim --help says what each does)");
-  for (size_t i = 0; i < args.size(); ++i) {
+// The first argument that is not an option names the command, and in a group (report, gpu) the
+// next one its command; an unknown one is answered with the nearest command names and the list,
+// not with CLI11's "argument was not expected" or "A subcommand is required".
+void check_command_name(const CLI::App& app, const std::vector<std::string>& args, size_t from = 0,
+                        const std::string& path = "precsim") {
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  const std::string of = path == "precsim" ? "" : " of '" + path + "'";
+  bool unknown_root_option = false;
+  for (size_t i = from; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--threads") ++i;  // the one root option with a separate value
-    if (a.starts_with("-")) continue;
-    const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
-    if (std::any_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->get_name() == a; })) return;
+    if (a == "-h" || a == "--help" || a == "--help-all" || (a == "--version" && path == "precsim")) return;
+    if (a == "--threads" || a == "--progress") {  // the options with a separate value
+      ++i;
+      continue;
+    }
+    if (a.starts_with("-")) {
+      const bool everywhere = a == "-q" || a == "--quiet" || a.starts_with("--threads=") || a.starts_with("--progress=");
+      if (everywhere) continue;
+      if (path == "precsim") {  // an unknown option before any command: CLI11 names it
+        unknown_root_option = true;
+        continue;
+      }
+      throw UsageError("unknown option '" + a + "'" + of + "; give a command first: " + command_names(app));
+    }
+    const auto it = std::find_if(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->get_name() == a; });
+    if (it != commands.end()) {
+      if ((*it)->get_subcommands([](const CLI::App*) { return true; }).empty()) return;
+      return check_command_name(**it, args, i + 1, path + " " + a);
+    }
     std::string near;
     for (const auto* c : commands)
       if (distance(a, c->get_name()) <= 2 || c->get_name().starts_with(a))
         near += (near.empty() ? "" : " or ") + ("'" + c->get_name() + "'");
-    throw UsageError("unknown command '" + a + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
+    throw UsageError("unknown command '" + a + "'" + of + (near.empty() ? "" : "; did you mean " + near + "?") +
                      "; commands: " + command_names(app));
   }
+  if (unknown_root_option) return;
+  throw UsageError("give a command" + of + ": " + command_names(app) + " (" + path + " --help says what each does)");
 }
 
 // "-inf" (and "-infinity") is a value, not the options -i -n -f: CLI11 takes a token for a value
@@ -86,13 +107,36 @@ std::vector<std::string> respell_negative_infinity(std::vector<std::string> args
 // command has.
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   std::string msg = e.what();
+  // The command the error is about: the innermost one parsed (precsim report summary ...).
   const CLI::App* cmd = &app;
-  for (const auto* c : app.get_subcommands()) cmd = c;
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+  std::string path = "precsim";
+  for (bool deeper = true; deeper;) {
+    deeper = false;
+    for (const auto* c : cmd->get_subcommands()) {
+      cmd = c;
+      deeper = true;
+    }
+    if (deeper) path += " " + cmd->get_name();
+  }
+  // CLI11 checks required options before unknown ones: an unknown option is named all the same.
+  bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+  if (!extras && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    std::string unknown;
+    for (const auto& r : cmd->remaining())
+      if (r.starts_with("-")) unknown += (unknown.empty() ? "" : " ") + r;
+    if (!unknown.empty()) msg = "The following argument was not expected: " + unknown;
+    extras = !unknown.empty();
+    // A missing positional argument ("report is required"): said with the command's name.
+    const std::string required = " is required";
+    if (!extras && !msg.starts_with("-") && msg.ends_with(required) && msg.find(' ') == msg.size() - required.size())
+      msg = "missing the " + msg.substr(0, msg.size() - required.size()) + " argument of '" + path + "'";
+  }
+  if (extras) {
     std::string opts;
     for (const auto* o : cmd->get_options())
-      if (!o->get_lnames().empty()) opts += (opts.empty() ? "" : ", ") + ("--" + o->get_lnames().front());
-    msg += "; options of " + (cmd == &app ? std::string("precsim") : "'precsim " + cmd->get_name() + "'") + ": " + opts;
+      if (!o->get_lnames().empty() && !o->get_group().empty())  // not the hidden ones
+        opts += (opts.empty() ? "" : ", ") + ("--" + o->get_lnames().front());
+    msg += "; options of " + (cmd == &app ? path : "'" + path + "'") + ": " + opts;
   }
   return msg;
 }
@@ -186,8 +230,10 @@ int main(int argc, char** argv) {
   std::stable_sort(reg.begin(), reg.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
   for (const auto& e : reg) e.setup(app);
   add_chatter_options(&app);
-  const auto add_all = [](auto& self, CLI::App* parent) -> void {
+  int unused_threads = 0;
+  const auto add_all = [&unused_threads](auto& self, CLI::App* parent) -> void {
     for (auto* c : parent->get_subcommands([](const CLI::App*) { return true; })) {
+      if (c->get_option_no_throw("--threads") == nullptr) add_threads_option(c, unused_threads);
       add_chatter_options(c);
       self(self, c);
     }

@@ -7,13 +7,13 @@
 
 namespace precsim::cli {
 
-void QuantArgs::add_to(CLI::App* cmd) {
+void QuantArgs::add_to(CLI::App* cmd, const std::string& seeded) {
   cmd->add_option("--rounding", rounding,
                   "nearest-even|nearest-away|toward-zero|up|down|odd|stochastic")
       ->capture_default_str();
   cmd->add_option("--overflow", overflow, "ieee|saturate")->capture_default_str();
   cmd->add_flag("--flush-subnormals", flush_subnormals, "values below the smallest normal become zero");
-  cmd->add_option("--seed", seed, "stochastic-rounding seed")->capture_default_str();
+  cmd->add_option("--seed", seed, seed_help(seeded.empty() ? "stochastic rounding" : seeded + " and stochastic rounding"))->capture_default_str();
   cmd->add_option("--sr-bits", sr_bits, "random bits per stochastic rounding, 1..32")->capture_default_str();
 }
 

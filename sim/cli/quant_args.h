@@ -20,7 +20,8 @@ struct QuantArgs {
   uint64_t seed = 0;
   int sr_bits = 32;
 
-  void add_to(CLI::App* cmd);
+  // `seeded`: what --seed seeds besides stochastic rounding (seed_help), or empty.
+  void add_to(CLI::App* cmd, const std::string& seeded = "");
   // Validated options; throws UsageError naming the bad value and the allowed ones.
   QuantOptions resolve() const;
 };

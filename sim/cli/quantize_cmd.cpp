@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "cli_parse.h"
+#include "command_tables.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
@@ -43,10 +44,6 @@ void run_values(const Args& a, const Format& f, const QuantOptions& o) {
   for (const auto& v : a.values) {
     xs.push_back(or_usage_error("VALUE", [&] { return parse_real(v); }));
   }
-  if (!a.out.json) {
-    std::cout << fmt::format("{:<24} {:<10} {:<16} {:<26} {:<12} {:<12} {}\n", "input", "code",
-                             "s|e|m", "value", "abs err", "rel err", "status");
-  }
   for (size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i];
     const Rounded rd = encode(f, x, o, i);
@@ -62,15 +59,9 @@ void run_values(const Args& a, const Format& f, const QuantOptions& o) {
                     {"abs_error", json_number(abs_err)},
                     {"rel_error", json_number(rel_err)},
                     {"status", status_to_string(rd.status)}});
-    if (!a.out.json) {
-      // -inf reaches here spelt -0x1p+1024 (main.cpp): non-finite inputs are shown as values.
-      const std::string shown = std::isfinite(x) ? a.values[i] : fmt::format("{}", x);
-      std::cout << fmt::format("{:<24} {:<10} {:<16} {:<26} {:<12.4g} {:<12.4g} {}\n", shown,
-                               code_hex(f, rd.code), fields_text(f, rd.code),
-                               fmt::format("{:.17g}", q), abs_err, rel_err, status_to_string(rd.status));
-    }
   }
   r.results()["values"] = rows;
+  if (!a.out.json) std::cout << quantize_table(r.config(), r.results());
   finish_report(r, a.out);
 }
 
@@ -182,11 +173,7 @@ void run_array(const Args& a, const Format& f, const QuantOptions& o) {
   r.results()["nonfinite_inputs"] = nonfinite;
   if (nonfinite)
     std::cerr << fmt::format("warning: {}: {} of {} inputs are NaN or Inf (they stay NaN or Inf)\n", a.input, nonfinite, n);
-  if (!a.out.json) {
-    std::cout << fmt::format("{} elements: inexact {}, underflow to zero {}, subnormal {}, overflow {}, saturated {}, NaN {}\n",
-                             st.count, st.inexact, st.underflow_to_zero, st.subnormal, st.overflow,
-                             st.saturated, st.nan);
-  }
+  if (!a.out.json) std::cout << quantize_table(r.config(), r.results());
   finish_report(r, a.out);
 }
 
@@ -222,7 +209,8 @@ const Registrar reg(20, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "round values or a .npy array into a format");
   auto a = std::make_shared<Args>();
   cmd->add_option("--format,-f", a->format,
-                  "target format (see `precsim formats`, or eXmY[:options]), or with --input a block-scaling scheme: "
+                  "target format: a preset name or alias (`precsim formats` lists them) or "
+                  "eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]; or with --input a block-scaling scheme: "
                   "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4, "
                   "<format>:tensor|row|tile128|block128|mx|nvfp4, options :rule=floor|ceil|even|rceil, :block=N, "
                   ":axis=0|1, :2d, :pow2, :fp32, :eps=X, :margin=N")

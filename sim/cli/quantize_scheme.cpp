@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_parse.h"
+#include "command_tables.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/analysis/tensor_analysis.h"
 #include "precsim/sim/data/npy_floats.h"
@@ -77,7 +78,7 @@ void run_scheme_array(const QuantizeArgs& a, const BlockScaling& s) {
     note() << "wrote " << a.output << "\n";
   }
   std::cerr << nonfinite_warning(a.input, r.blocks.nonfinite_inputs, values.size(), {&r, 1});
-  if (!a.out.json) std::cout << scheme_table_header() << scheme_table_row(rep.results()["scheme"]);
+  if (!a.out.json) std::cout << quantize_table(rep.config(), rep.results());
   finish_report(rep, a.out);
 }
 

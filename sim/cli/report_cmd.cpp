@@ -16,7 +16,6 @@
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/summary.h"
 #include "precsim/sim/analysis/recipe_compare.h"
-#include "precsim/sim/experiment/runner.h"
 
 namespace precsim::cli {
 namespace {
@@ -109,37 +108,21 @@ struct SummaryArgs {
   bool full = false;
 };
 
-// Train and demo reports print the variant table their command printed; the configuration and
-// per-seed series stay one --full away.
+// Every kind prints the table its command printed (train and demo: the variant table); the
+// configuration and per-seed series stay one --full away.
 void run_summary(const SummaryArgs& a) {
   const nlohmann::json doc = load(a.file);
   const std::string kind = doc["kind"].get<std::string>();
-  if (!a.full && kind != "train" && kind != "demo") {
-    std::optional<std::string> table;
+  std::optional<std::string> table;
+  if (!a.full) {
     try {
       table = command_table(doc);
     } catch (const std::exception& e) {
       throw UsageError(fmt::format("report summary '{}': the {} results have no table ({})", a.file, kind, e.what()));
     }
-    if (table) {
-      std::cout << report_header(doc) << "\n" << *table;
-      return;
-    }
   }
-  if (a.full || (kind != "train" && kind != "demo")) {
-    std::cout << summarize_report(doc, {.max_rows = a.rows});
-    return;
-  }
-  std::cout << report_header(doc) << "\n";
-  try {
-    std::cout << summary_table(doc["results"]);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("report summary '{}': the {} results have no variant table ({})", a.file, kind, e.what()));
-  }
-  const auto& results = doc.at("results");
-  if (results.contains("runs") && results.at("runs").is_array() && results.at("runs").size() > 1)
-    std::cout << fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n",
-                             results.at("runs").size());
+  if (table) std::cout << report_header(doc) << "\n" << *table;
+  else std::cout << summarize_report(doc, {.max_rows = a.rows});
 }
 
 const Registrar reg(90, [](CLI::App& app) {
@@ -147,18 +130,18 @@ const Registrar reg(90, [](CLI::App& app) {
   cmd->require_subcommand(1);
 
   auto* summary = cmd->add_subcommand(
-      "summary", "the table the command printed when it ran (train, demo, analyze, gemm, allreduce), or for other kinds "
-                 "every result as a tree");
+      "summary", "the table the command printed when it ran (every kind: formats, quantize, analyze, dot, gemm, "
+                 "allreduce, train, demo, sweep, attribute, search); --full for the configuration and every result as a tree");
   auto s = std::make_shared<SummaryArgs>();
   summary->add_option("report", s->file, "report JSON file")->required();
-  summary->add_option("--rows", s->rows, "table rows to show (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
+  summary->add_option("--rows", s->rows, "rows of each array in the tree of --full (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
   summary->add_flag("--full", s->full, "configuration, seeds and every result as a tree, whatever the kind");
   summary->callback([s] { run_summary(*s); });
 
   auto* diff = cmd->add_subcommand("diff", "what differs between two reports (exit 1 when they differ)");
   auto d = std::make_shared<std::pair<std::string, std::string>>();
-  diff->add_option("a", d->first, "first report")->required();
-  diff->add_option("b", d->second, "second report")->required();
+  diff->add_option("first", d->first, "first report")->required();
+  diff->add_option("second", d->second, "second report")->required();
   diff->callback([d] {
     const nlohmann::json da = load(d->first), db = load(d->second);
     auto r = diff_reports(da, db);

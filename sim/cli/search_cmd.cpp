@@ -1,10 +1,9 @@
 // precsim search: per-layer formats of weights and activations under a bit budget, the Pareto set
 // of (cost, held-out loss change), each point as a recipe `precsim train` accepts
 // (precsim/sim/experiment/recipe_search.h).
-#include <iostream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_parse.h"
 #include "precsim/sim/experiment/recipe_search.h"
 #include "train_runner.h"
 
@@ -21,28 +20,13 @@ struct Args {
 void run(const Args& a) {
   if (a.formats.empty()) throw UsageError("--formats: give the element formats to choose between, e.g. e2m1,e4m3,bf16");
   if (a.budget < 0) throw UsageError("--budget: give the average bits per weight and activation to reach, e.g. 6");
-  TrainConfig c = experiment_config(a.e, nlohmann::json::array({"fp32"}), true, "search");
+  const TrainConfig c = experiment_config(a.e, nlohmann::json::array({"fp32"}), true, "search");
   SearchOptions o;
-  std::stringstream ss(a.formats);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) o.formats.push_back(item);
+  o.formats = split_list(a.formats);
   o.budget = a.budget;
-  check_output(a.e.out);
-  Report r("search");
-  RunHooks hooks;
-  hooks.progress = progress_bar(c.seeds);
-  try {
-    const Recipe base = recipe_preset(a.recipe);
-    c.variants = {base};
-    r.config() = train_config_to_json(c);
-    r.config()["search"] = {{"recipe", a.recipe}, {"formats", o.formats}, {"budget", a.budget}, {"method", "greedy"}};
-    r.seeds() = seeds_json(c);
-    r.results() = run_search(c, base, o, hooks);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  if (!a.e.out.json) std::cout << search_table(r.results());
-  finish_report(r, a.e.out);
+  run_experiment_report("search", c, [&] { return recipe_preset(a.recipe); },
+                        {{"recipe", a.recipe}, {"formats", o.formats}, {"budget", a.budget}, {"method", "greedy"}}, a.e.out,
+                        [&](const TrainConfig& one, const RunHooks& hooks) { return run_search(one, one.variants[0], o, hooks); });
 }
 
 const Registrar reg(63, [](CLI::App& app) {
@@ -52,7 +36,7 @@ const Registrar reg(63, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_experiment_options(cmd, a->e);
   cmd->add_option("--recipe", a->recipe, "the preset the layers' formats are set on (default bf16-amp: BF16 gradients)");
-  cmd->add_option("--formats", a->formats, "element formats a layer may take, e.g. e2m1,e4m3,bf16 (8 bits or fewer: MX block scaling)");
+  cmd->add_option("--formats,-f", a->formats, "element formats a layer may take, e.g. e2m1,e4m3,bf16 (8 bits or fewer: MX block scaling)");
   cmd->add_option("--budget", a->budget, "average bits per weight and activation, weighted by each layer's multiply-adds");
   cmd->callback([a] { run(*a); });
 });

@@ -240,7 +240,7 @@ const Registrar reg(65, [](CLI::App& app) {
   cmd->add_flag("--dry-run", a->dry_run, "list the units (index, id, cost, point) and run nothing");
   cmd->add_option("--executor", a->executor, "auto (default: MPI when started by mpirun, else local) | local | mpi")
       ->check(CLI::IsMember({"auto", "local", "mpi"}));
-  cmd->add_flag("--json", a->json, "print the sweep report on stdout instead of the table");
+  cmd->add_flag("--json", a->json, "print the JSON report on stdout and nothing else");
   cmd->add_option("--unit", a->unit, "run one unit (what a local worker runs)")->group("");
   cmd->callback([a] {
     if (!a->dry_run && a->out_dir.empty()) throw UsageError("--out-dir is required (or --dry-run)");

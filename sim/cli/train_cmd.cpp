@@ -15,20 +15,14 @@ namespace precsim::cli {
 namespace {
 
 struct Args {
-  std::string experiment;
+  ExperimentArgs e;  // --config, --experiment, --steps, --seed, --seeds, --threads, --out, ...
   std::string text;
-  std::string config;
   std::string recipes;
-  int64_t steps = 0;
-  int64_t seed = -1;
-  int seeds = 0;
   int batch = 0;
-  int threads = 0;
   bool config_help = false;
   std::string jsonl;
   std::string backend = "emulated";
   int device = 0;
-  OutputOptions out;
 };
 
 // --backend cuda: every variant's matrix products also on cuBLASLt (gpu_train.h). Refuses, before
@@ -63,14 +57,14 @@ void run(const Args& a) {
     std::cout << "\n";
     return;
   }
-  nlohmann::json j = config_or_experiment(a.config, a.experiment);
+  nlohmann::json j = config_or_experiment(a.e.config, a.e.experiment);
   if (!a.text.empty()) {
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "transformer")
       throw UsageError("--text '" + a.text + "' needs a transformer (model.type \"transformer\" in --config, or --experiment tiny-gpt)");
     j["data"]["kind"] = "text";
     j["data"]["text_path"] = a.text;
   }
-  if (!j.is_object()) throw UsageError("--config '" + a.config + "': expected a JSON object");
+  if (!j.is_object()) throw UsageError("--config '" + a.e.config + "': expected a JSON object");
   if (!a.recipes.empty()) {
     nlohmann::json list = nlohmann::json::array();
     std::stringstream ss(a.recipes);
@@ -82,34 +76,29 @@ void run(const Args& a) {
     // The other keys first: a misspelt "recipes" is then named as an unknown key.
     nlohmann::json probe = j;
     probe["recipes"] = {"fp32"};
-    parse_train_config(probe, a.config.empty() ? "train" : "--config '" + a.config + "'");
+    parse_train_config(probe, a.e.config.empty() ? "train" : "--config '" + a.e.config + "'");
     throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config; presets: " + [] {
       std::string names;
       for (const auto& n : recipe_preset_names()) names += (names.empty() ? "" : ", ") + n;
       return names;
     }());
   }
-  if (a.steps > 0) j["steps"] = a.steps;
-  if (a.seed >= 0) j["seed"] = a.seed;
-  if (a.seeds > 0) j["seeds"] = a.seeds;
+  if (a.e.steps > 0) j["steps"] = a.e.steps;
+  if (a.e.seed >= 0) j["seed"] = a.e.seed;
+  if (a.e.seeds > 0) j["seeds"] = a.e.seeds;
   if (a.batch > 0) j["batch"] = a.batch;
-  const TrainConfig c = parse_train_config(j, a.config.empty() ? "train" : "--config '" + a.config + "'");
-  if (a.backend == "cuda") check_output(a.out);
-  run_train_report(c, a.out, a.jsonl, a.backend == "cuda" ? cuda_twin(c, a.device) : TrainTwin{});
+  const TrainConfig c = parse_train_config(j, a.e.config.empty() ? "train" : "--config '" + a.e.config + "'");
+  if (a.backend == "cuda") check_output(a.e.out);
+  run_train_report(c, a.e.out, a.jsonl, a.backend == "cuda" ? cuda_twin(c, a.device) : TrainTwin{});
 }
 
 const Registrar reg(60, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train an MLP or a transformer in an FP64 reference and precision recipes side by side");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--config", a->config, "JSON experiment configuration (see --config-help)");
-  cmd->add_option("--experiment", a->experiment, "a named experiment: tiny-gpt");
+  add_experiment_options(cmd, a->e);
   cmd->add_option("--text", a->text, "train a transformer character by character on this text file");
   cmd->add_option("--recipes", a->recipes, "comma-separated recipe presets (overrides the config's list)");
-  cmd->add_option("--steps", a->steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--seed", a->seed, "base seed")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  cmd->add_option("--seeds", a->seeds, "repeat over N seeds; report mean and 95% interval")->check(CLI::Range(1, 1000));
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
-  add_threads_option(cmd, a->threads);
   cmd->add_option("--backend", a->backend,
                   "emulated (default) | cuda: also run each MLP variant with its matrix products on cuBLASLt, from "
                   "the same weights and batches, and report the per-step differences (exit 3 without a GPU)")
@@ -117,7 +106,6 @@ const Registrar reg(60, [](CLI::App& app) {
   cmd->add_option("--device", a->device, "CUDA device index for --backend cuda")->check(CLI::Range(0, 1023));
   cmd->add_flag("--config-help", a->config_help, "print every configuration key and the recipe presets");
   add_jsonl_option(cmd, a->jsonl);
-  add_output_options(cmd, a->out);
   cmd->callback([a] { run(*a); });
 });
 

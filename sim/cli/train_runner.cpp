@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "command_tables.h"
 #include "gpu_cli.h"
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/jsonl.h"
@@ -87,10 +88,16 @@ nlohmann::json config_or_experiment(const std::string& config, const std::string
 }
 
 void add_experiment_options(CLI::App* cmd, ExperimentArgs& a) {
-  cmd->add_option("--config", a.config, "JSON experiment configuration (as precsim train)");
+  cmd->add_option("--config", a.config, "JSON experiment configuration (its keys: precsim train --config-help)");
   cmd->add_option("--experiment", a.experiment, "a named experiment: tiny-gpt");
-  cmd->add_option("--steps", a.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--seeds", a.seeds, "seeds (95% intervals need at least 2)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--steps", a.steps, kStepsHelp)->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seed", a.seed,
+                  seed_help("the first of --seeds: data, initial weights, batches and stochastic rounding (default: the "
+                            "config's)"))
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd->add_option("--seeds", a.seeds, "run every variant over N seeds (seed, seed + 1, ...): means and 95% intervals "
+                                      "need at least 2")
+      ->check(CLI::Range(1, 1000));
   add_threads_option(cmd, a.threads);
   add_output_options(cmd, a.out);
 }
@@ -100,6 +107,7 @@ TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& rec
   if (!j.is_object()) throw UsageError("--config '" + a.config + "': expected a JSON object");
   if (replace || !j.contains("recipes")) j["recipes"] = recipes;
   if (a.steps > 0) j["steps"] = a.steps;
+  if (a.seed >= 0) j["seed"] = a.seed;
   if (a.seeds > 0) j["seeds"] = a.seeds;
   return parse_train_config(j, a.config.empty() ? what : "--config '" + a.config + "'");
 }
@@ -110,6 +118,26 @@ nlohmann::json seeds_json(const TrainConfig& c) {
   return {{"seed", c.seed}, {"seeds", seeds}};
 }
 
+void run_experiment_report(const std::string& kind, TrainConfig c, const std::function<Recipe()>& recipe,
+                           const nlohmann::json& settings, const OutputOptions& out,
+                           const std::function<nlohmann::json(const TrainConfig&, const RunHooks&)>& run) {
+  check_output(out);
+  Report r(kind);
+  RunHooks hooks;
+  hooks.progress = progress_bar(c.seeds);
+  try {
+    c.variants = {recipe()};
+    r.config() = train_config_to_json(c);
+    r.config()[kind] = settings;
+    r.seeds() = seeds_json(c);
+    r.results() = run(c, hooks);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!out.json) std::cout << *command_table(r.document(true));
+  finish_report(r, out);
+}
+
 void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
   cmd->add_option("--jsonl", jsonl,
                   "stream one JSON line per logged step per variant to FILE while the run goes ('-': stdout, "
@@ -117,20 +145,6 @@ void add_jsonl_option(CLI::App* cmd, std::string& jsonl) {
 }
 
 namespace {
-
-// Per variant and seed, the twin on its GEMM executor against the emulated variant.
-std::string twin_table(const nlohmann::json& results) {
-  std::string t = fmt::format("\n{:<20} {:>5} {:>16} {:>16} {:>9}\n", results["backend"]["name"].get<std::string>() + " twin",
-                              "seed", "max|loss diff|", "max weight err", "diverged");
-  for (const auto& run : results["runs"])
-    for (const auto& v : run["variants"]) {
-      const auto& s = v["backend"]["summary"];
-      t += fmt::format("{:<20} {:>5} {:>16.3g} {:>16.3g} {:>9}\n", v["name"].get<std::string>(), run["seed"].get<uint64_t>(),
-                       read_number(s["max_abs_loss_diff"]), read_number(s["max_weight_rel_err"]),
-                       s["diverged_at"].is_null() ? "-" : std::to_string(s["diverged_at"].get<int64_t>()));
-    }
-  return t;
-}
 
 // Progress on stderr: a bar redrawn in place on a terminal, or else a line every few seconds with
 // the time elapsed and an estimate of the time left, and one when a seed ends.
@@ -213,10 +227,7 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     r.set_status("interrupted");
     if (tty) std::cerr << "\n";
   }
-  if (!out.json && jsonl != "-") {
-    std::cout << summary_table(r.results());
-    if (twin.make) std::cout << twin_table(r.results());
-  }
+  if (!out.json && jsonl != "-") std::cout << train_table(r.results());
   finish_report(r, out);
   // A run without --out leaves nothing behind: said, so that the next long run keeps its report.
   if (out.out.empty() && !out.json)

@@ -33,15 +33,25 @@ nlohmann::json config_or_experiment(const std::string& config, const std::string
 struct ExperimentArgs {
   std::string config, experiment;
   int64_t steps = 0;
+  int64_t seed = -1;  // -1: the config's
   int seeds = 0;
   int threads = 0;
   OutputOptions out;
 };
-// Adds --config, --experiment, --steps, --seeds, --threads, --out, --json, --deterministic.
+// --steps's help, which demo's --steps shares.
+inline constexpr const char* kStepsHelp = "optimizer steps (overrides the config's)";
+// Adds --config, --experiment, --steps, --seed, --seeds, --threads, --out, --json, --deterministic.
 void add_experiment_options(CLI::App* cmd, ExperimentArgs& a);
-// The experiment's configuration with --steps and --seeds applied and `recipes` (when the config
+// The experiment's configuration with --steps, --seed and --seeds applied and `recipes` (when the config
 // has none, or when `replace`) set to `recipes`; `what` names the command in messages.
 TrainConfig experiment_config(const ExperimentArgs& a, const nlohmann::json& recipes, bool replace, const std::string& what);
+// One experiment of attribute or search: `kind`'s report with the configuration `c` whose only
+// variant is the recipe `recipe()` gives, config[kind] = `settings`, the seeds, and results of
+// `run` (with progress on stderr); prints the kind's table (command_tables.h) and writes the
+// report. The library's std::invalid_argument, from `recipe` or `run`, becomes a UsageError.
+void run_experiment_report(const std::string& kind, TrainConfig c, const std::function<Recipe()>& recipe,
+                           const nlohmann::json& settings, const OutputOptions& out,
+                           const std::function<nlohmann::json(const TrainConfig&, const RunHooks&)>& run);
 // A train-like report's seeds block: {"seed", "seeds": [seed, seed + 1, ...]}.
 nlohmann::json seeds_json(const TrainConfig& c);
 // A progress bar on stderr (one line per percent when stderr is not a terminal).

@@ -30,9 +30,7 @@ const std::vector<DistSpec>& specs() {
   return s;
 }
 
-const char* kAllowed =
-    "normal[:mean=M,std=S], laplace[:loc=L,scale=B], uniform[:low=A,high=B], "
-    "lognormal[:mu=M,sigma=S], student-t[:df=N,scale=S]";
+const char* const kAllowed = kDistributionSpecs;
 
 double parse_double(std::string_view text, const std::string& what) {
   const std::string t(text);

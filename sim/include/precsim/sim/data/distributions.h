@@ -22,6 +22,11 @@ struct Distribution {
   double outlier_magnitude = 1;
 };
 
+// The distributions and their parameters, for messages and --dist help texts.
+inline constexpr const char* kDistributionSpecs =
+    "normal[:mean=M,std=S], laplace[:loc=L,scale=B], uniform[:low=A,high=B], lognormal[:mu=M,sigma=S], "
+    "student-t[:df=N,scale=S] (defaults: mean 0, std 1; loc 0, scale 1; low -1, high 1; mu 0, sigma 1; df 3, scale 1)";
+
 // "normal", "normal:std=0.02", "student-t:df=2.5,scale=0.1" (the grammar of formats/spec.h;
 // parameters separated by ',' or ':'). Throws std::invalid_argument naming the bad part and the
 // allowed names and parameters.

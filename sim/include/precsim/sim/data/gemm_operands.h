@@ -6,13 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "precsim/sim/data/distributions.h"
+
 namespace precsim {
 
 // The operand distributions generate_gemm_operand takes (also the --dist help of `precsim gemm`).
-inline constexpr const char* kGemmOperandDists =
-    "normal: N(0,1); wide: N(0,1) * 2^u with u uniform on the integers -10..10 (wide exponent spread); "
-    "cancel: A = [X X], B = [Y; -Y + 2^-8 Z] (sums of large terms that nearly cancel); or any "
-    "distribution spec of precsim::parse_distribution (uniform:low=0,high=1, student-t:df=3, ...)";
+inline const std::string kGemmOperandDists =
+    std::string("normal: N(0,1); wide: N(0,1) * 2^u with u uniform on the integers -10..10 (wide exponent spread); "
+                "cancel: A = [X X], B = [Y; -Y + 2^-8 Z] (sums of large terms that nearly cancel); or a distribution "
+                "with parameters: ") +
+    kDistributionSpecs;
 
 // A (is_b false, rows M x cols K) or B (is_b true, rows K x cols N), row-major, generated from
 // `seed` with a stream of its own per operand. Throws std::invalid_argument for an unknown
