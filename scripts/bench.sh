@@ -79,6 +79,9 @@ res["cat_s"] = best(f"cat '{x}' > '{os.path.join(out, 'e2e_cat.npy')}'", 7)
 # the target, fsynced, renamed onto it, the folder fsynced.
 tmp, dst = os.path.join(out, ".e2e_cat.npy.tmp"), os.path.join(out, "e2e_cat.npy")
 res["cat_durable_s"] = best(f"cat '{x}' > '{tmp}' && sync '{tmp}' && mv '{tmp}' '{dst}' && sync '{out}'", 7)
+# The same bytes through one 64 MiB buffer, the shape of precsim's read-round-write (cat streams
+# 128 KiB at a time).
+res["dd_64m_s"] = best(f"dd if='{x}' of='{dst}' bs=64M status=none", 7)
 for fmt, mode in [("e4m3", "nearest-even"), ("bf16", "nearest-even"), ("e4m3", "stochastic")]:
     y = os.path.join(out, "e2e_out.npy")
     res[f"precsim_quantize_{fmt}_{mode}_s"] = best(
@@ -166,6 +169,8 @@ if os.path.exists(e2e):
     if "cat_durable_s" in r:
         print(f"| cat to a temporary file, sync, mv onto y.npy, sync the folder (how precsim writes) | "
               f"{r['cat_durable_s']:.3f} | {r['cat_durable_s'] / r['cat_s']:.2f} |")
+    if "dd_64m_s" in r:
+        print(f"| dd bs=64M (one 64 MiB buffer) | {r['dd_64m_s']:.3f} | {r['dd_64m_s'] / r['cat_s']:.2f} |")
     for k, v in r.items():
         if k.startswith("precsim_quantize_"):
             print(f"| precsim quantize {k[len('precsim_quantize_'):-2].replace('_', ' ')} | {v:.3f} | {v / r['cat_s']:.2f} |")
