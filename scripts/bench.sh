@@ -6,7 +6,10 @@
 #   scripts/bench.sh                  everything
 #   scripts/bench.sh quantize         only benchmarks whose executable name contains "quantize"
 #   scripts/bench.sh python           only the Python section (scripts/bench_python.py)
-#   scripts/bench.sh peers            only PyTorch's training step beside train_bench (bench_peers.py)
+#   scripts/bench.sh peers            only PyTorch's training steps beside train_bench and transformer_bench
+#                                     (bench_peers.py)
+#   scripts/bench.sh gemm             the GEMM kernels against OpenBLAS, each at 1 and 2 threads (the
+#                                     2-thread speed-up column; quantize_bench's table has one too)
 #   PRECSIM_BUILD_DIR=dir scripts/bench.sh    build and run in dir instead of build/
 #   PRECSIM_BENCH_REPS=N              repetitions per benchmark (default 5; the summary uses the
 #                                     fastest, the best estimate on a busy machine)
@@ -72,6 +75,13 @@ def best(cmd, runs, stdout=subprocess.DEVNULL):
 
 res = {"elements": 1 << 24, "bytes": os.path.getsize(x)}
 res["cat_s"] = best(f"cat '{x}' > '{os.path.join(out, 'e2e_cat.npy')}'", 7)
+# The same bytes written as precsim writes every file (docs/CONVENTIONS.md): a temporary file beside
+# the target, fsynced, renamed onto it, the folder fsynced.
+tmp, dst = os.path.join(out, ".e2e_cat.npy.tmp"), os.path.join(out, "e2e_cat.npy")
+res["cat_durable_s"] = best(f"cat '{x}' > '{tmp}' && sync '{tmp}' && mv '{tmp}' '{dst}' && sync '{out}'", 7)
+# The same bytes through one 64 MiB buffer, the shape of precsim's read-round-write (cat streams
+# 128 KiB at a time).
+res["dd_64m_s"] = best(f"dd if='{x}' of='{dst}' bs=64M status=none", 7)
 for fmt, mode in [("e4m3", "nearest-even"), ("bf16", "nearest-even"), ("e4m3", "stochastic")]:
     y = os.path.join(out, "e2e_out.npy")
     res[f"precsim_quantize_{fmt}_{mode}_s"] = best(
@@ -116,21 +126,24 @@ for name in names:
         cpu = lambda b: b["cpu_time"] * scale[b["time_unit"]] / n
         threads = lambda b: re.search(r"threads:(\d+)", b["run_name"]).group(1)
         memcpy = {threads(b): b for b in rows if b["run_name"].startswith("memcpy")}
-        print("| benchmark | threads | ns/element | x memcpy | CPU ns/element (1 thread) | x memcpy (CPU) |")
-        print("|---|---|---|---|---|---|")
+        label = lambda b: re.sub(r"/threads:\d+.*", "", b["run_name"])
+        one = {label(b): b for b in rows if threads(b) == "1"}
+        print("| benchmark | threads | ns/element | x memcpy | CPU ns/element (1 thread) | x memcpy (CPU) | 2 threads speed-up (target 1.8) |")
+        print("|---|---|---|---|---|---|---|")
         for b in rows:
             t = threads(b)
-            label = re.sub(r"/threads:\d+.*", "", b["run_name"])
             m = memcpy.get(t)
             ratio = f"{ns(b) / ns(m):.2f}" if m else "-"
             cpu_cols = f"{cpu(b):.3f} | {cpu(b) / cpu(m):.2f}" if t == "1" and m else "- | -"
-            print(f"| {label} | {t} | {ns(b):.3f} | {ratio} | {cpu_cols} |")
+            o = one.get(label(b))
+            speedup = f"{ns(o) / ns(b):.2f}" if t != "1" and o else ""
+            print(f"| {label(b)} | {t} | {ns(b):.3f} | {ratio} | {cpu_cols} | {speedup} |")
     elif name == "gemm_bench":
         # Median of the interleaved repetitions; ratio to OpenBLAS at the same size and threads (wall
         # and main-thread CPU time, the steadier on a loaded machine), and each kernel's 2-thread
         # speed-up over its own 1-thread wall time.
         med = {b["run_name"].replace("/real_time", ""): b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"}
-        print("| benchmark | ms (median) | CPU ms | x OpenBLAS | x OpenBLAS (CPU) | 2 threads speed-up |")
+        print("| benchmark | ms (median) | CPU ms | x OpenBLAS | x OpenBLAS (CPU) | 2 threads speed-up (target 1.8) |")
         print("|---|---|---|---|---|---|")
         def key(n):  # OpenBLAS first, then each kernel by size and threads
             kernel, size, threads = re.match(r"BM_(\w+)/size:(\d+)/threads:(\d+)", n).groups()
@@ -153,6 +166,11 @@ if os.path.exists(e2e):
     print(f"## end to end: precsim quantize --input x.npy --output y.npy, {r['elements']} float32 ({r['bytes'] / 2**20:.0f} MiB)\n")
     print("| command | seconds | x cat |\n|---|---|---|")
     print(f"| cat x.npy > y.npy | {r['cat_s']:.3f} | 1.00 |")
+    if "cat_durable_s" in r:
+        print(f"| cat to a temporary file, sync, mv onto y.npy, sync the folder (how precsim writes) | "
+              f"{r['cat_durable_s']:.3f} | {r['cat_durable_s'] / r['cat_s']:.2f} |")
+    if "dd_64m_s" in r:
+        print(f"| dd bs=64M (one 64 MiB buffer) | {r['dd_64m_s']:.3f} | {r['dd_64m_s'] / r['cat_s']:.2f} |")
     for k, v in r.items():
         if k.startswith("precsim_quantize_"):
             print(f"| precsim quantize {k[len('precsim_quantize_'):-2].replace('_', ' ')} | {v:.3f} | {v / r['cat_s']:.2f} |")
@@ -223,7 +241,10 @@ if [[ -z "$only" || "peers" == *"$only"* || "train" == *"$only"* ]] && [ -x buil
    build/venv/bin/python -c "import torch" 2>/dev/null &&
    cmake --build "$build" --target train_bench -j "$(nproc)" >"$out/train_bench.build.log" 2>&1; then
   echo "bench: PyTorch peers" >&2
-  build/venv/bin/python scripts/bench_peers.py "$build/bench/train_bench" "$out/peers.json" "$reps"
+  tr=""
+  cmake --build "$build" --target transformer_bench -j "$(nproc)" >"$out/transformer_bench.build.log" 2>&1 &&
+    tr="$build/bench/transformer_bench"
+  build/venv/bin/python scripts/bench_peers.py "$build/bench/train_bench" "$out/peers.json" "$reps" $tr
 fi
 
 # Python: the package from this build tree (target precsim_python) in the project's venv.

@@ -129,6 +129,34 @@ void check_mlp(const MlpConfig& mc, Task task) {
   EXPECT_LT(fd_check(params, g, loss), 1e-5);
 }
 
+// The forward's kept tanh gives the backward the bits of computing it again (the transformer keeps
+// it; the MLP recomputes), in float and in double, for inputs across GELU's whole range.
+template <class T>
+void check_gelu_kept_tanh() {
+  std::vector<T> z, dy;
+  for (int i = 0; i < 4001; ++i) {
+    z.push_back(T(std::ldexp(double(i % 97) - 48.3, i % 23 - 14)));
+    dy.push_back(T(std::sin(0.37 * i)));
+  }
+  std::vector<T> out(z.size()), kept(z.size()), out2(z.size());
+  gelu_forward(out.data(), z.data(), z.size(), kept.data());
+  gelu_forward(out2.data(), z.data(), z.size());
+  std::vector<T> with(z.size(), T(0.25)), without(z.size(), T(0.25));  // the backward accumulates
+  gelu_backward(with.data(), z.data(), dy.data(), z.size(), kept.data());
+  gelu_backward(without.data(), z.data(), dy.data(), z.size());
+  for (size_t i = 0; i < z.size(); ++i) {
+    ASSERT_EQ(out[i], out2[i]) << i;
+    const T arg = T(0.7978845608028654) * (z[i] + T(0.044715) * z[i] * z[i] * z[i]);  // sqrt(2/pi) in T
+    ASSERT_EQ(kept[i], T(std::tanh(double(arg)))) << i;
+    ASSERT_EQ(with[i], without[i]) << "z " << z[i];
+  }
+}
+
+TEST(Layers, GeluBackwardFromTheKeptTanhIsBitForBit) {
+  check_gelu_kept_tanh<float>();
+  check_gelu_kept_tanh<double>();
+}
+
 TEST(Layers, MlpGradientMatchesFiniteDifferences) {
   MlpConfig gelu_ln;
   gelu_ln.hidden = {6, 6};

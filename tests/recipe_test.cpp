@@ -1,8 +1,14 @@
 // Recipe presets, overrides and strict validation.
 #include <gtest/gtest.h>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "precsim/formats/block_scaling.h"
+#include "precsim/formats/quantize.h"
 #include "precsim/sim/train/operand_quant.h"
 #include "precsim/sim/train/recipe.h"
 
@@ -72,6 +78,43 @@ TEST(Recipe, BadInputNamesTheKeyAndTheAllowedValues) {
   EXPECT_NE(error_of({{"preset", "fp7"}}).find("known recipes: fp32, bf16-amp"), std::string::npos);
   EXPECT_NE(error_of({{"gemm", {{"forward", {{"a", {{"scaling", "mx"}, {"block", 0}}}}}}}}).find("block 0"),
             std::string::npos);
+}
+
+// An FP32 operand takes a copy when every value is zero or normal (OperandQuantizer's shortcut); a
+// subnormal, Inf or NaN anywhere sends the whole array through quantize(). Either way the bits and
+// the counts are quantize()'s, in every rounding mode.
+TEST(Recipe, Fp32OperandIsQuantizeBitForBit) {
+  std::vector<float> base;
+  for (int i = 0; i < 203; ++i) base.push_back(std::ldexp(float(i % 17) - 8.5f, i % 60 - 30));
+  base[5] = 0.0f;
+  base[9] = -0.0f;
+  base[11] = std::numeric_limits<float>::min();  // smallest normal: still the copy
+  const float odd[] = {std::numeric_limits<float>::denorm_min(), -1e-40f, std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (const Rounding mode : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTowardZero}) {
+    OperandSpec spec;
+    spec.fmt.rounding = mode;
+    spec.fmt.format = format_by_name("fp32");
+    const OperandQuantizer q(spec, 16, 0);
+    const SrKey key{7, 3, 1, 2};
+    for (int variant = -1; variant < int(std::size(odd)); ++variant) {
+      std::vector<float> in = base;
+      if (variant >= 0) in[100 + variant * 20] = odd[variant];
+      std::vector<float> got(in.size(), 1.0f), want(in.size(), 2.0f);
+      QuantStats got_st, want_st;
+      q.apply(in, got, 1, in.size(), 1, key, &got_st, nullptr);
+      QuantOptions o;
+      o.rounding = mode;
+      o.sr_key = key;
+      quantize(spec.fmt.format, std::span<const float>(in), std::span<float>(want), o, &want_st);
+      for (size_t i = 0; i < in.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "variant " << variant << " at " << i;
+      EXPECT_EQ(got_st, want_st) << "variant " << variant;
+      EXPECT_EQ(got_st.count, in.size());
+      EXPECT_EQ(got_st.subnormal, variant == 0 || variant == 1 ? 1u : 0u) << "variant " << variant;
+      EXPECT_EQ(got_st.nan, variant == 4 ? 1u : 0u) << "variant " << variant;
+    }
+  }
 }
 
 }  // namespace

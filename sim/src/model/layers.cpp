@@ -38,22 +38,23 @@ T tanh_once(T x) {
 }  // namespace
 
 template <class T>
-void gelu_forward(T* out, const T* inp, size_t n) {
+void gelu_forward(T* out, const T* inp, size_t n, T* tanh_out) {
   const T s = T(kGeluScale), c = T(0.044715);
   for (size_t i = 0; i < n; ++i) {
     const T x = inp[i];
     const T cube = c * x * x * x;
-    out[i] = T(0.5) * x * (T(1) + tanh_once(s * (x + cube)));
+    const T t = tanh_once(s * (x + cube));
+    if (tanh_out) tanh_out[i] = t;
+    out[i] = T(0.5) * x * (T(1) + t);
   }
 }
 
 template <class T>
-void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, const T* tanh_in) {
   const T s = T(kGeluScale), c = T(0.044715);
   for (size_t i = 0; i < n; ++i) {
     const T x = inp[i];
-    const T arg = s * (x + c * x * x * x);
-    const T t = tanh_once(arg);
+    const T t = tanh_in ? tanh_in[i] : tanh_once(s * (x + c * x * x * x));  // the forward's argument
     const T sech2 = T(1) - t * t;
     const T local = T(0.5) * (T(1) + t) + x * T(0.5) * sech2 * s * (T(1) + T(3) * c * x * x);
     dinp[i] += local * dout[i];
@@ -268,8 +269,8 @@ void residual_backward(T* da, T* db, const T* dout, size_t n) {
   template void bias_backward<T>(T*, const T*, int, int);                                             \
   template void relu_forward<T>(T*, const T*, size_t);                                                \
   template void relu_backward<T>(T*, const T*, const T*, size_t);                                     \
-  template void gelu_forward<T>(T*, const T*, size_t);                                                \
-  template void gelu_backward<T>(T*, const T*, const T*, size_t);                                     \
+  template void gelu_forward<T>(T*, const T*, size_t, T*);                                            \
+  template void gelu_backward<T>(T*, const T*, const T*, size_t, const T*);                           \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, double);     \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
   template void batchnorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, int, int, double);  \

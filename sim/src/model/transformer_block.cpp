@@ -59,7 +59,8 @@ void transformer_forward(TransformerActs<T>& a, const T* p, const TransformerLay
   const size_t L = l.blocks.size(), n = size_t(rows) * C;
   a.batch = B;
   a.seq = S;
-  for (auto* v : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.resid2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fc, &a.gelu})
+  for (auto* v : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.resid2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fc,
+                  &a.gelu, &a.gelu_tanh})
     v->resize(L);
   a.resid.resize(L + 1);
   a.att.resize(L);
@@ -86,7 +87,8 @@ void transformer_forward(TransformerActs<T>& a, const T* p, const TransformerLay
     linear_forward(sized(a.fc[li], size_t(rows) * H).data(), a.ln2[li].data(), p + s.fc_w, p + s.fc_b, rows, C, H,
                    tf_linear(TfSite::kFc, id), nx);
     nx.round(RoundPoint::kActivation, id, a.fc[li]);
-    gelu_forward(sized(a.gelu[li], size_t(rows) * H).data(), a.fc[li].data(), size_t(rows) * H);
+    gelu_forward(sized(a.gelu[li], size_t(rows) * H).data(), a.fc[li].data(), size_t(rows) * H,
+                 sized(a.gelu_tanh[li], size_t(rows) * H).data());
     nx.round(RoundPoint::kActivation, id, a.gelu[li]);
     linear_forward(tmp.data(), a.gelu[li].data(), p + s.fcproj_w, p + s.fcproj_b, rows, H, C, tf_linear(TfSite::kFcProj, id), nx);
     nx.round(RoundPoint::kActivation, id, tmp);
@@ -127,7 +129,7 @@ void transformer_backward(T* g, TransformerActs<T>& a, const T* p, const Transfo
                     C, tf_linear(TfSite::kFcProj, id), nx);
     nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dh);
     dtmp.assign(size_t(rows) * H, T(0));
-    gelu_backward(dtmp.data(), a.fc[li].data(), dh.data(), size_t(rows) * H);
+    gelu_backward(dtmp.data(), a.fc[li].data(), dh.data(), size_t(rows) * H, a.gelu_tanh[li].data());
     nx.round_grad(RoundAt{RoundPoint::kActGrad, id}, dtmp);
     dh.assign(n, T(0));
     linear_backward(dh.data(), g + s.fc_w, g + s.fc_b, dtmp.data(), a.ln2[li].data(), p + s.fc_w, rows, C, H,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/core/strict_json.h"
@@ -20,25 +21,87 @@ double learning_rate(const OptimizerConfig& c, int64_t step, int64_t total_steps
   return lo + 0.5 * (c.lr - lo) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
+namespace {
+
 // torch's lerp(self, end, weight): fma(weight, end - self, self) for weight < 0.5, else
 // fma(weight - 1, end - self, end) (ATen's lerp_vec).
 template <class T>
-T torch_lerp(T self, T end, T weight) {
+[[gnu::always_inline]] inline T torch_lerp(T self, T end, T weight) {
   return weight < T(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - T(1), end - self, end);
 }
+
+// The per-element operations in T, converted from PyTorch's Python floats once per call.
+template <class T>
+struct AdamwConstants {
+  bool decoupled;  // weight_decay != 0
+  T decay, w1, b2, one_b2, neg_step, bc2s, eps;
+};
+
+template <class T>
+struct SgdConstants {
+  bool first, decay;  // the momentum buffer starts as the gradient; weight_decay != 0
+  T mom, wd, neg_lr;
+};
+
+template <class T>
+[[gnu::always_inline]] inline void adamw_loop(T* w_new, T* m, T* v, const T* w, const T* g, size_t n,
+                                              AdamwConstants<T> k) {
+  for (size_t i = 0; i < n; ++i) {
+    const T p = k.decoupled ? w[i] * k.decay : w[i];
+    m[i] = torch_lerp(m[i], g[i], k.w1);
+    v[i] = std::fma(k.one_b2 * g[i], g[i], v[i] * k.b2);
+    const T denom = std::sqrt(v[i]) / k.bc2s + k.eps;
+    w_new[i] = p + (k.neg_step * m[i]) / denom;
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void sgd_loop(T* w_new, T* m, const T* w, const T* g, size_t n, SgdConstants<T> k) {
+  for (size_t i = 0; i < n; ++i) {
+    const T gi = k.decay ? std::fma(w[i], k.wd, g[i]) : g[i];
+    m[i] = k.first ? gi : m[i] * k.mom + gi;
+    w_new[i] = std::fma(m[i], k.neg_lr, w[i]);
+  }
+}
+
+// The loops compiled for x86-64-v4 (AVX-512), v3 (AVX2 with FMA) and the baseline, chosen at run
+// time (GCC function multiversioning). Every lane does the scalar loop's operations: std::fma is
+// one fused instruction where the target has FMA and libm's exact fma where not, square root and
+// division are correctly rounded at any width (the file is built with -fno-math-errno so that the
+// square root vectorises; v >= 0 here), and -ffp-contract=off keeps other products unfused. So the
+// bits are the same on every target (tests/optimizer_test.cpp, tests/python/test_torch_optim.py).
+#define PRECSIM_OPTIMIZER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+PRECSIM_OPTIMIZER_CLONES void adamw_f32(float* w_new, float* m, float* v, const float* w, const float* g, size_t n,
+                                        AdamwConstants<float> k) {
+  adamw_loop(w_new, m, v, w, g, n, k);
+}
+PRECSIM_OPTIMIZER_CLONES void adamw_f64(double* w_new, double* m, double* v, const double* w, const double* g, size_t n,
+                                        AdamwConstants<double> k) {
+  adamw_loop(w_new, m, v, w, g, n, k);
+}
+PRECSIM_OPTIMIZER_CLONES void sgd_f32(float* w_new, float* m, const float* w, const float* g, size_t n,
+                                      SgdConstants<float> k) {
+  sgd_loop(w_new, m, w, g, n, k);
+}
+PRECSIM_OPTIMIZER_CLONES void sgd_f64(double* w_new, double* m, const double* w, const double* g, size_t n,
+                                      SgdConstants<double> k) {
+  sgd_loop(w_new, m, w, g, n, k);
+}
+#undef PRECSIM_OPTIMIZER_CLONES
+
+}  // namespace
 
 template <class T>
 void optimizer_update(T* w_new, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
                       int64_t t) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
   if (c.kind == "sgd") {
     // grad.add(param, alpha=wd); buf.mul_(momentum).add_(grad) (buf = grad at the first step);
     // param.add_(buf, alpha=-lr): each add-with-alpha is one fused multiply-add.
-    const T mom = T(c.momentum), wd = T(c.weight_decay), neg_lr = T(-lr);
-    for (size_t i = 0; i < n; ++i) {
-      const T gi = wd != T(0) ? std::fma(w[i], wd, g[i]) : g[i];
-      m[i] = (t == 1 || mom == T(0)) ? gi : m[i] * mom + gi;
-      w_new[i] = std::fma(m[i], neg_lr, w[i]);
-    }
+    const SgdConstants<T> k{t == 1 || T(c.momentum) == T(0), T(c.weight_decay) != T(0), T(c.momentum), T(c.weight_decay),
+                            T(-lr)};
+    if constexpr (kFloat) sgd_f32(w_new, m, w, g, n, k);
+    else sgd_f64(w_new, m, w, g, n, k);
     return;
   }
   // AdamW (_single_tensor_adamw): param.mul_(1 - lr wd); exp_avg.lerp_(grad, 1 - beta1);
@@ -47,15 +110,10 @@ void optimizer_update(T* w_new, T* m, T* v, const T* w, const T* g, size_t n, co
   // Scalars are Python floats (double) converted to T at each operation.
   const double bc1 = 1.0 - std::pow(c.beta1, double(t));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, double(t)));
-  const T decay = T(1.0 - lr * c.weight_decay), w1 = T(1.0 - c.beta1), b2 = T(c.beta2), one_b2 = T(1.0 - c.beta2);
-  const T neg_step = T(-(lr / bc1)), bc2s = T(bc2_sqrt), eps = T(c.eps);
-  for (size_t i = 0; i < n; ++i) {
-    const T p = c.weight_decay != 0 ? w[i] * decay : w[i];
-    m[i] = torch_lerp(m[i], g[i], w1);
-    v[i] = std::fma(one_b2 * g[i], g[i], v[i] * b2);
-    const T denom = std::sqrt(v[i]) / bc2s + eps;
-    w_new[i] = p + (neg_step * m[i]) / denom;
-  }
+  const AdamwConstants<T> k{c.weight_decay != 0, T(1.0 - lr * c.weight_decay), T(1.0 - c.beta1), T(c.beta2),
+                            T(1.0 - c.beta2), T(-(lr / bc1)), T(bc2_sqrt), T(c.eps)};
+  if constexpr (kFloat) adamw_f32(w_new, m, v, w, g, n, k);
+  else adamw_f64(w_new, m, v, w, g, n, k);
 }
 
 template void optimizer_update<float>(float*, float*, float*, const float*, const float*, size_t,

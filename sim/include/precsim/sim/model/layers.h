@@ -23,11 +23,13 @@ void relu_forward(T* out, const T* inp, size_t n);
 template <class T>
 void relu_backward(T* dinp, const T* inp, const T* dout, size_t n);
 
-// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward can keep each
+// tanh (tanh_out, n values) for a backward over the same inp (tanh_in): the bits of computing it
+// again, without the second call to the double tanh, which is most of GELU's time.
 template <class T>
-void gelu_forward(T* out, const T* inp, size_t n);
+void gelu_forward(T* out, const T* inp, size_t n, T* tanh_out = nullptr);
 template <class T>
-void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, const T* tanh_in = nullptr);
 
 // out, inp are (B,C); weight, bias (C); mean, rstd (B), saved for the backward pass.
 template <class T>

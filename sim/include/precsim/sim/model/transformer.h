@@ -132,6 +132,7 @@ struct TransformerActs {
   int batch = 0, seq = 0;
   std::vector<std::vector<T>> resid;  // L+1 residual streams (B,T,C); resid[0] is the embedding
   std::vector<std::vector<T>> ln1, ln1_mean, ln1_rstd, qkv, atty, resid2, ln2, ln2_mean, ln2_rstd, fc, gelu;
+  std::vector<std::vector<T>> gelu_tanh;  // GELU's tanh per element of fc, kept for the backward
   std::vector<AttentionSaved<T>> att;
   std::vector<T> lnf, lnf_mean, lnf_rstd;  // (B,T,C), (B,T)
   std::vector<T> logits, probs;            // (B,T,V)
