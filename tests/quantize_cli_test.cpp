@@ -104,7 +104,9 @@ TEST_F(QuantizeCli, ValuesTableAndOptions) {
   EXPECT_EQ(nlohmann::json::parse(dd.out).at("results").at("values")[1].at("code"), "0xbc");
   const CliResult st = run("quantize -f e5m2 --rounding stochastic --sr-bits 3 --seed 5 --json 259 259 259 259");
   ASSERT_EQ(st.rc, 0) << st.err;
-  for (const auto& row : nlohmann::json::parse(st.out).at("results").at("values"))
+  // The parsed document is kept: a range-for over a member of a temporary reads freed memory.
+  const nlohmann::json sr = nlohmann::json::parse(st.out);
+  for (const auto& row : sr.at("results").at("values"))
     EXPECT_EQ(row.at("value"), 256.0);  // P(up) = floor(3/64 * 8) / 8 = 0
 }
 

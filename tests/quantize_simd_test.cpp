@@ -184,7 +184,7 @@ TEST_P(Kernel, BoundariesSpecialsAndRandomMatchScalarOnEveryTarget) {
 TEST_P(Kernel, StridedSweepOfAllFloat32PatternsMatchesScalar) {
   const Format f = format_by_name(GetParam());
   // Full sweeps (PRECSIM_FULL_SWEEP=1) use a stride of 257: 16.7M patterns per option set.
-  const bool full = std::getenv("PRECSIM_FULL_SWEEP") != nullptr;
+  const bool full = std::getenv("PRECSIM_FULL_SWEEP") && std::string(std::getenv("PRECSIM_FULL_SWEEP")) == "1";
   static const std::vector<float> in = strided_sweep(full ? 257 : 0x10001);
   for (const auto& o : all_options()) expect_all_targets_match(f, o, in);
 }

@@ -75,7 +75,10 @@ struct SchemeRequest {
 
 // Reads one option of a scheme into s and r; false when it is not a scheme option.
 bool apply_scheme_option(const Spec& spec, const SpecOption& o, BlockScaling& s, SchemeRequest& r) {
-  const std::string_view key = o.key, val = o.value.value_or("");
+  // val owns its characters: value_or returns a temporary std::string, and a string_view of it
+  // dangled (ASan: stack-use-after-scope in every rule=/block=/eps= option, --sanitize).
+  const std::string_view key = o.key;
+  const std::string val = o.value.value_or("");
   if (!o.is_flag()) {
     if (key == "rule") {
       static const std::pair<std::string_view, ScaleRule> kRules[] = {

@@ -77,6 +77,38 @@ def test_sgd_momentum_steps_equal_torch_bit_for_bit(wd):
     np.testing.assert_array_equal(ours.weights.view(np.uint32), w_t.view(np.uint32))
 
 
+@pytest.mark.parametrize("ratio", [0.5, 2.0])
+def test_clip_norm_equals_torch_clip_grad_norm(ratio):
+    """optimizer.clip_norm against torch.nn.utils.clip_grad_norm_ on two parameters laid end to end:
+    one global norm (not one per tensor), max_norm / (norm + 1e-6) clamped to 1. The norm is small
+    (about 0.01), so the 1e-6 is 10^-4 relative, hundreds of ulps; torch sums the norm in FP32 and
+    precsim in FP64, so the clipped gradients may differ by an ulp of the coefficient."""
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(11)
+    g1 = (rng.normal(0, 1e-4, 3001) * np.exp2(rng.integers(-6, 3, 3001))).astype(np.float32)
+    g2 = rng.normal(0, 1e-5, 5003).astype(np.float32)  # a tenth of g1's scale: per-tensor norms differ
+    p1, p2 = (torch.nn.Parameter(torch.zeros(len(g))) for g in (g1, g2))
+    p1.grad, p2.grad = torch.from_numpy(g1.copy()), torch.from_numpy(g2.copy())
+    full = float(np.sqrt(np.sum(np.concatenate([g1, g2]).astype(np.float64) ** 2)))
+    max_norm = ratio * full
+    total = torch.nn.utils.clip_grad_norm_([p1, p2], max_norm)
+    clipped = np.concatenate([p1.grad.numpy(), p2.grad.numpy()])
+    # Plain SGD with lr 1 from zero weights leaves exactly minus the clipped gradient.
+    ours = precsim.Optimizer(np.zeros(len(clipped), np.float32), {"kind": "sgd", "lr": 1.0, "clip_norm": max_norm})
+    info = ours.step(np.concatenate([g1, g2]))
+    assert info["grad_norm"] == pytest.approx(float(total), rel=2e-7)
+    got = -ours.weights
+    if ratio >= 1:
+        np.testing.assert_array_equal(got.view(np.uint32), clipped.view(np.uint32))
+    else:
+        nz = clipped != 0
+        ulps = np.abs(got.view(np.int32).astype(np.int64) - clipped.view(np.int32))
+        assert ulps.max() <= 1, ulps.max()
+        # Clipped to max_norm, not to max_norm over the per-tensor norms' count or without the 1e-6.
+        assert float(np.sqrt(np.sum(got.astype(np.float64) ** 2))) == pytest.approx(max_norm * full / (full + 1e-6), rel=1e-6)
+        assert nz.sum() > 7000
+
+
 def test_grad_scaler_trajectory_under_injected_overflows():
     """Loss scale, skipped steps and weights step for step against GradScaler: overflows at chosen
     steps back the scale off; growth_interval clean steps in a row grow it."""

@@ -30,7 +30,10 @@ std::vector<float> npy_to_floats(const NpyArray& file, const std::string& path) 
     }
   };
   const std::string& d = a.descr;
-  if (d == "<f4") std::memcpy(out.data(), a.data.data(), n * 4);
+  // An empty array has no buffers: memcpy from a null pointer is undefined even for 0 bytes (UBSan).
+  if (d == "<f4") {
+    if (n) std::memcpy(out.data(), a.data.data(), n * 4);
+  }
   else if (d == "<f8") conv(double{});
   else if (d == "<f2") decode_array(format_by_name("fp16"), a.data.data(), std::span<float>(out));
   else if (d == "|i1") conv(int8_t{});
