@@ -6,3 +6,9 @@ foreach(mode local resume mpi refuse)
                    ${PROJECT_SOURCE_DIR}/reports/schema/precsim.report.schema.json)
   set_tests_properties(sweep_${mode}_test PROPERTIES LABELS unit SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()
+if(PRECSIM_SANITIZE)
+  # LeakSanitizer counts what OpenMPI's own components still hold at exit (allocated from modules it
+  # has unloaded by then, so no suppression by library name matches) and sets every rank's exit
+  # status to 1. precsim's code under MPI is the sweep code the local and resume tests run sanitized.
+  set_tests_properties(sweep_mpi_test PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()
