@@ -505,4 +505,9 @@ AccumModel accum_model_from_json(const nlohmann::json& j) {
   return m;
 }
 
+bool is_tf32(const Format& f) {
+  static const Format tf32 = format_by_name("tf32");
+  return same_encoding(f, tf32);
+}
+
 }  // namespace precsim

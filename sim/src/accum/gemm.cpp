@@ -22,10 +22,6 @@ namespace {
 
 using detail::fp32_format;
 using detail::fp64_format;
-const Format& tf32_format() {
-  static const Format f = format_by_name("tf32");
-  return f;
-}
 
 struct Layout {
   int64_t lda, ldb, ldc;
@@ -56,7 +52,7 @@ const float* prepare_operand(const char* name, const float* x, int64_t rows, int
                              std::vector<float>& store, QuantStats& stats) {
   if (policy == InputPolicy::kTrust || rows * cols == 0 || f == fp32_format()) return x;
   QuantOptions o;
-  if (same_encoding(f, tf32_format())) o.rounding = model.tf32_rounding;
+  if (is_tf32(f)) o.rounding = model.tf32_rounding;
   store.resize(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     std::copy(x + r * ld, x + r * ld + cols, store.begin() + r * cols);

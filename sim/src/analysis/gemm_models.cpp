@@ -9,12 +9,6 @@
 namespace precsim {
 namespace {
 
-// By encoding, not name: "e8m10" is TF32 and gets the model's TF32 input rounding in gemm().
-bool is_tf32(const Format& f) {
-  static const Format tf32 = format_by_name("tf32");
-  return same_encoding(f, tf32);
-}
-
 // The exact reference of TF32 operands under one model's TF32 input rounding.
 ExactSample tf32_reference(const GemmArgs& g, const AccumModel& mo, const std::vector<float>& a,
                            const std::vector<float>& b, const std::vector<int64_t>& index) {

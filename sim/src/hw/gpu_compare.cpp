@@ -159,7 +159,7 @@ void make_operands(OperandSet set, const Format& fa, const Format& fb, int64_t m
 std::vector<std::string> candidate_presets(const Format& in, bool fp16_accumulation) {
   if (fp16_accumulation)
     return {"h100-f16acc", "a100-f16acc", "seq:acc=fp16", "exact:acc=fp16"};
-  if (same_encoding(in, format_by_name("tf32"))) return {"h100-tf32", "a100-tf32", "fp32-seq", "exact"};
+  if (is_tf32(in)) return {"h100-tf32", "a100-tf32", "fp32-seq", "exact"};
   if (in.bits() == 8) return {"h100-fp8-fast", "h100-fp8-promote", "ada-fp8", "b200-fp8", "exact"};
   if (same_encoding(in, format_by_name("fp32"))) return {"fp32-seq", "fp32-fma", "pairwise", "exact"};
   return {"h100", "a100", "v100", "ada", "b200", "fp32-seq", "fp32-fma", "exact"};

@@ -124,4 +124,8 @@ AccumModel accum_model_from_json(const nlohmann::json& j);  // throws std::inval
 std::string_view to_string(AccumKind);
 std::string_view to_string(SplitKScheme);
 
+// Whether an operand format is TF32, whose rounding from FP32 the model's tf32_rounding sets: by
+// encoding, not name, so that a spec spelling of it ("e8m10") is TF32 too.
+bool is_tf32(const Format& f);
+
 }  // namespace precsim
