@@ -75,13 +75,26 @@ BENCHMARK_CAPTURE(BM_Scheme, mxfp8_e4m3_rows_scalar, "mxfp8_e4m3", 1, Path::kSca
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Scheme, nvfp4_rows_scalar, "nvfp4", 1, Path::kScalar)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The recipe's call (RecipeGemm, through OperandQuantizer::apply): transform and quantize in one.
 void BM_RhtNvfp4(benchmark::State& state, int axis) {
+  BlockScaling s = parse_block_scaling("nvfp4");
+  s.axis = axis;
+  const std::vector<double> signs = hadamard_signs(16, 1);
+  std::vector<float> out(input().size(), 1.0f);
+  for (auto _ : state) {
+    rht_block_fake_quantize(s, signs, input(), out, kRows, kCols);
+    benchmark::DoNotOptimize(out.data());
+  }
+  finish(state);
+}
+// The two calls it replaces: the transform into a copy, then the quantization.
+void BM_RhtThenNvfp4(benchmark::State& state, int axis) {
   BlockScaling s = parse_block_scaling("nvfp4");
   s.axis = axis;
   const std::vector<double> signs = hadamard_signs(16, 1);
   std::vector<float> t(input().size(), 1.0f), out(input().size(), 1.0f);
   for (auto _ : state) {
-    random_hadamard_transform(input(), t, kRows, kCols, axis, signs);  // into a copy, as RecipeGemm does
+    random_hadamard_transform(input(), t, kRows, kCols, axis, signs);
     block_fake_quantize(s, t, out, kRows, kCols);
     benchmark::DoNotOptimize(out.data());
   }
@@ -99,6 +112,7 @@ void BM_Rht(benchmark::State& state, int axis) {  // the transform alone, for th
 BENCHMARK_CAPTURE(BM_Rht, rows, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_RhtNvfp4, rows, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_RhtNvfp4, cols, 0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_RhtThenNvfp4, rows, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_PackedMxfp4(benchmark::State& state) {
   const BlockScaling s = parse_block_scaling("mxfp4");

@@ -1,7 +1,8 @@
 // The fused, vectorised block quantization (block_fake_quantize) gives the same bits and the same
 // statistics as the scalar reference (block_fake_quantize_reference) on every Highway target
 // compiled into the binary: MX (every element format, every scale rule, rows, columns and 2-D
-// blocks), NVFP4 (1x16 and 16x16, both axes, tensor amax given or not), FP8 per-tensor / row /
+// blocks), NVFP4 (1x16 and 16x16, both axes, tensor amax given or not, with and without the random
+// Hadamard transform fused in front), FP8 per-tensor / row /
 // tile / block recipes (FP32 and power-of-two scales, both axes), plain formats; random blocks
 // and adversarial ones (all-zero, NaN, Inf, subnormal amax, amax at and beside powers of two and
 // at the rule thresholds, values that clip, values near FLT_MAX); every rounding mode.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "precsim/formats/block_scaling.h"
+#include "precsim/formats/hadamard.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 
@@ -204,6 +206,48 @@ TEST(BlockFused, Nvfp4WithAGivenTensorAmaxMatchesScalar) {
     expect_matches_reference(s, x, 48, 96, t);
 }
 
+// NVFP4 data whose blocks stay alive under the tensor scale: the adversarial arrays hold values
+// near FLT_MAX, and against such a tensor amax nearly every other block's E4M3 scale is zero. Here
+// block maxima span 2^-12 .. 2^6 (subnormal E4M3 scales among them), with an all-zero block, a NaN
+// block and an Inf block every few rows; a sign pattern of zeros.
+std::vector<float> live_nvfp4(const BlockScaling& s, size_t rows, size_t cols, uint32_t seed) {
+  std::vector<float> x(rows * cols);
+  const Shape b = block_shape(s, rows, cols);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> expo(-12, 6);
+  size_t k = 0;
+  for (size_t r0 = 0; r0 < rows; r0 += b.rows)
+    for (size_t c0 = 0; c0 < cols; c0 += b.cols, ++k) {
+      const float unit = std::ldexp(1.0f, expo(gen));
+      for (size_t r = r0; r < std::min(rows, r0 + b.rows); ++r)
+        for (size_t c = c0; c < std::min(cols, c0 + b.cols); ++c) {
+          float v = normal(gen) * unit;
+          if (k % 29 == 3) v = (r + c) % 2 ? 0.0f : -0.0f;
+          x[r * cols + c] = v;
+        }
+      float& first = x[r0 * cols + c0];
+      if (k % 53 == 7) first = NAN;
+      if (k % 61 == 11) first = -INFINITY;
+    }
+  return x;
+}
+
+TEST(BlockFused, Nvfp4OnLiveBlocksMatchesScalar) {
+  for (const char* scheme : {"nvfp4", "nvfp4:2d"})
+    for (const int axis : {1, 0})
+      for (const Rounding r : {Rounding::kNearestEven, Rounding::kStochastic})
+        for (const Shape sh : {Shape{37, 100}, Shape{64, 64}, Shape{160, 256}, Shape{3, 1104}}) {
+          BlockScaling s = parse_block_scaling(scheme);
+          s.axis = axis;
+          s.element_options.rounding = r;
+          s.element_options.sr_key = SrKey{0x5eed, 3, 2, 1};
+          const auto x = live_nvfp4(s, sh.rows, sh.cols, static_cast<uint32_t>(sh.rows * 7 + sh.cols));
+          expect_matches_reference(s, x, sh.rows, sh.cols);
+          expect_matches_reference(s, x, sh.rows, sh.cols, 3.0);  // a tensor amax given
+        }
+}
+
 TEST(BlockFused, Fp8RecipesMatchScalar) {
   for (const char* f : {"fp8_e4m3", "fp8_e5m2"})
     for (const char* g : {":tensor", ":row", ":tile128", ":block128", ":tile16", ":block8"})
@@ -262,6 +306,91 @@ TEST(BlockFused, AnyThreadCountGivesTheSameBits) {
     EXPECT_TRUE(same_stats(st, want_stats)) << threads << " threads";
   }
   omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(BlockFused, Nvfp4AndItsTransformGiveTheSameBitsOnAnyThreadCount) {
+  const std::vector<double> signs = hadamard_signs(16, 4);
+  for (const int axis : {1, 0}) {
+    BlockScaling s = parse_block_scaling("nvfp4");
+    s.axis = axis;
+    s.element_options.rounding = Rounding::kStochastic;
+    const auto x = live_nvfp4(s, 256, 1024, 6);
+    std::vector<float> want(x.size()), want_rht(x.size());
+    BlockStats want_stats, want_rht_stats;
+    omp_set_num_threads(1);
+    block_fake_quantize(s, x, want, 256, 1024, &want_stats);
+    rht_block_fake_quantize(s, signs, x, want_rht, 256, 1024, &want_rht_stats);
+    for (const int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<float> got(x.size()), got_rht(x.size());
+      BlockStats st, st_rht;
+      block_fake_quantize(s, x, got, 256, 1024, &st);
+      rht_block_fake_quantize(s, signs, x, got_rht, 256, 1024, &st_rht);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << threads << " threads";
+      EXPECT_EQ(0, std::memcmp(got_rht.data(), want_rht.data(), got.size() * sizeof(float))) << threads << " threads";
+      EXPECT_TRUE(same_stats(st, want_stats) && same_stats(st_rht, want_rht_stats)) << threads << " threads";
+    }
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// rht_block_fake_quantize (NVFP4: the transform and the block maxima in one pass, the element pass
+// in place) against what it stands for: random_hadamard_transform into a copy, then the scalar
+// reference of block quantization. Bits and statistics on every target, both axes, nearest and
+// stochastic rounding, NaN, Inf and zero blocks, SR indices crossing a stream boundary, out
+// aliasing in; the schemes it does not fuse (16x16 blocks, MX, 4/6) through the two calls.
+TEST(BlockFused, TransformThenQuantizeInOnePassMatchesTheTwoStepsOnTheScalarPath) {
+  const std::vector<double> signs = hadamard_signs(16, 9);
+  struct Case {
+    size_t rows, cols;
+    uint64_t index_base;
+  };
+  for (const char* scheme : {"nvfp4", "nvfp4:2d", "mxfp4", "nvfp4:4over6"})
+    for (const int axis : {1, 0})
+      for (const Rounding r : {Rounding::kNearestEven, Rounding::kStochastic})
+        for (const Case c : {Case{64, 64, 7}, Case{32, 112, 7}, Case{160, 256, 7}, Case{16, 1104, (uint64_t{1} << 32) - 3000}}) {
+          BlockScaling s = parse_block_scaling(scheme);
+          s.axis = axis;
+          s.element_options.rounding = r;
+          s.element_options.sr_key = SrKey{0x5eed, 3, 2, 1};
+          const auto x = std::string(scheme).starts_with("nvfp4") ? live_nvfp4(s, c.rows, c.cols, static_cast<uint32_t>(c.rows + c.cols))
+                                                                  : adversarial(s, c.rows, c.cols, static_cast<uint32_t>(c.rows + c.cols));
+          std::vector<float> t = x, want(x.size());
+          BlockStats want_stats;
+          random_hadamard_transform(std::span<float>(t), c.rows, c.cols, axis, signs);
+          block_fake_quantize_reference(s, t, want, c.rows, c.cols, &want_stats, c.index_base);
+          const std::string what = std::string(scheme) + " axis=" + std::to_string(axis) + " " +
+                                   std::string(to_string(r)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols);
+          for (const auto& target : quantize_simd_targets()) {
+            force_quantize_simd_target(target);
+            std::vector<float> got(x.size()), in_place = x;
+            BlockStats got_stats;
+            rht_block_fake_quantize(s, signs, x, got, c.rows, c.cols, &got_stats, c.index_base);
+            rht_block_fake_quantize(s, signs, in_place, in_place, c.rows, c.cols, nullptr, c.index_base);
+            force_quantize_simd_target("");
+            size_t bad = x.size();
+            for (size_t i = 0; i < x.size() && bad == x.size(); ++i)
+              if (bits_of(got[i]) != bits_of(want[i]) || bits_of(in_place[i]) != bits_of(want[i])) bad = i;
+            ASSERT_EQ(bad, x.size()) << target << " " << what << ": element " << bad << " " << std::hexfloat
+                                     << got[bad] << " / in place " << in_place[bad] << ", two steps " << want[bad];
+            ASSERT_TRUE(same_stats(got_stats, want_stats)) << target << " " << what << "\n one pass  "
+                                                            << stats_text(got_stats) << "\n two steps "
+                                                            << stats_text(want_stats);
+          }
+        }
+}
+
+TEST(BlockFused, TransformThenQuantizeRefusesASizeThatDoesNotDivideTheAxis) {
+  const BlockScaling s = parse_block_scaling("nvfp4");
+  std::vector<float> x(24 * 16), out(x.size());
+  try {
+    rht_block_fake_quantize(s, hadamard_signs(16, 1), x, out, 16, 24);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("size 16 does not divide the reduction dimension 24"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(rht_block_fake_quantize(s, std::vector<double>(12, 1.0), x, out, 16, 24), std::invalid_argument);
 }
 
 // block_quantize (fused path, codes from a table of the format's values) against the scalar

@@ -6,9 +6,11 @@
 #include <bit>
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "precsim/formats/hadamard.h"
+#include "precsim/formats/quantize.h"
 #include "precsim/sim/core/random.h"
 
 namespace precsim {
@@ -76,6 +78,55 @@ TEST(Hadamard, AxisZeroIsTheTransposeOfAxisOne) {
   random_hadamard_transform(std::span<float>(xt), cols, rows, 1, s);  // along rows of the transpose
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < cols; ++c) ASSERT_EQ(x[r * cols + c], xt[c * rows + r]) << r << "," << c;
+}
+
+// The FP32 kernels (hadamard_kernel.cpp: Pease's form along rows, whole-register butterflies in
+// tiles of 64 columns down columns) on every compiled SIMD target against the generic FP64
+// butterflies of the same transform rounded once to FP32, bit for bit. The data make FP64 sums
+// round: every fourth value of a run is 2^40 (after its sign), so the first stages round 2^40 + x
+// and the last cancel the 2^40s; a pairing or an order of stages other than the butterflies'
+// changes those roundings. Shapes: widths that leave partial tiles and partial vectors, and a
+// power-of-two width (rows 16 KB apart), NaN and Inf.
+TEST(Hadamard, Fp32KernelsOnEveryTargetEqualTheFp64TransformRoundedOnce) {
+  const std::vector<double> s = hadamard_signs(16, 17);
+  struct Shape {
+    size_t rows, cols;
+  };
+  for (const int axis : {0, 1})
+    for (const Shape sh : {Shape{32, 100}, Shape{16, 4096}, Shape{48, 80}, Shape{16, 7}}) {
+      if (axis == 1 && sh.cols % 16 != 0) continue;
+      std::vector<float> x(sh.rows * sh.cols);
+      fill_normal(x, 31, sh.cols);
+      const size_t n_along = axis == 1 ? sh.cols : sh.rows;
+      for (size_t r = 0; r < sh.rows; ++r)
+        for (size_t c = 0; c < sh.cols; ++c) {
+          const size_t k = axis == 1 ? c : r;  // index along the axis
+          if (k % 4 == 0 && (r + c) % 3 != 0) x[r * sh.cols + c] = float(0x1p40 * s[k % 16]);
+        }
+      x[5] = NAN;
+      x[x.size() - 2] = -INFINITY;
+      (void)n_along;
+      std::vector<double> want(x.begin(), x.end());
+      random_hadamard_transform(std::span<double>(want), sh.rows, sh.cols, axis, s);
+      for (const auto& target : quantize_simd_targets()) {
+        force_quantize_simd_target(target);
+        std::vector<float> got(x.size());
+        random_hadamard_transform(std::span<const float>(x), std::span<float>(got), sh.rows, sh.cols, axis, s);
+        std::vector<float> in_place = x;
+        random_hadamard_transform(std::span<float>(in_place), sh.rows, sh.cols, axis, s);
+        force_quantize_simd_target("");
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float w = static_cast<float>(want[i]);
+          const bool same = std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(w) ||
+                            (std::isnan(got[i]) && std::isnan(w));
+          const bool same_in_place = std::bit_cast<uint32_t>(in_place[i]) == std::bit_cast<uint32_t>(got[i]) ||
+                                     (std::isnan(in_place[i]) && std::isnan(got[i]));
+          ASSERT_TRUE(same && same_in_place) << target << " axis " << axis << " " << sh.rows << "x" << sh.cols
+                                             << " element " << i << ": " << got[i] << " / in place " << in_place[i]
+                                             << ", FP64 rounded " << w;
+        }
+      }
+    }
 }
 
 TEST(Hadamard, InverseRecoversTheInputInFp64) {

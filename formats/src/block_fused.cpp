@@ -16,8 +16,10 @@
 
 #include "block_kernel.h"
 #include "block_plan.h"
+#include "hadamard_kernel.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
+#include "precsim/formats/sr_bits.h"
 
 namespace precsim {
 namespace {
@@ -74,6 +76,15 @@ struct Fast {
   std::vector<float> nonfinite_amax;
 };
 
+struct BlockArrays {
+  std::vector<uint32_t> amax;
+  std::vector<float> enc, dec;
+};
+BlockArrays& cached_block_arrays() {
+  thread_local BlockArrays a;
+  return a;
+}
+
 // The parameters of the fast path, or nullopt where it does not apply (formats whose values are
 // not all float32 values, MX elements whose largest value has more than 23 fraction bits).
 std::optional<Fast> make_fast(const BlockScaling& s, size_t rows, size_t cols, double encode_scale) {
@@ -116,10 +127,25 @@ std::optional<Fast> make_fast(const BlockScaling& s, size_t rows, size_t cols, d
     k.scale_plan = &f.scale_plan;
   }
   const size_t nb = f.g.nbr * f.g.nbc;
+  // The block arrays of this thread's last call, reused: fresh ones of a large array cost page
+  // faults on every call (with threads, glibc maps and unmaps them each time).
+  BlockArrays& cache = cached_block_arrays();
+  f.amax = std::move(cache.amax);
+  f.enc = std::move(cache.enc);
+  f.dec = std::move(cache.dec);
   f.amax.assign(nb, 0);
   f.enc.resize(nb);
   f.dec.resize(nb);
   return f;
+}
+
+// Hands the block arrays back to this thread's cache when they are not too large to keep.
+void keep_block_arrays(Fast& f) {
+  if (f.amax.capacity() > (size_t{1} << 22)) return;
+  BlockArrays& cache = cached_block_arrays();
+  cache.amax = std::move(f.amax);
+  cache.enc = std::move(f.enc);
+  cache.dec = std::move(f.dec);
 }
 
 // Largest finite magnitude of block i (rare: blocks holding NaN or Inf, for the clip count).
@@ -221,7 +247,18 @@ BlockStats fast_block_stats(const BlockScaling& s, const Fast& f) {
   return st;
 }
 
-// NVFP4's second level: the FP32 tensor scale from the tensor amax (given, or found here).
+// NVFP4's second level: the FP32 tensor scale from the tensor amax t.
+void nvfp4_tensor_scale(Fast& f, double t) {
+  float s_enc = 1;  // as block_plan.cpp
+  if (std::isfinite(t) && t > 0) {
+    s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
+    if (std::isinf(s_enc)) s_enc = FLT_MAX;
+  }
+  f.k.tensor_enc = s_enc;
+  f.k.tensor_dec = 1.0f / s_enc;
+}
+
+// The same from the tensor amax given, or found here.
 void set_nvfp4_tensor_scale(Fast& f, const float* in, size_t n, double tensor_amax, bool big) {
   double t = tensor_amax;
   if (t < 0) {
@@ -235,13 +272,7 @@ void set_nvfp4_tensor_scale(Fast& f, const float* in, size_t n, double tensor_am
     }
     t = std::bit_cast<float>(m);
   }
-  float s_enc = 1;  // as block_plan.cpp
-  if (std::isfinite(t) && t > 0) {
-    s_enc = static_cast<float>(6.0 * 448.0) / static_cast<float>(t);
-    if (std::isinf(s_enc)) s_enc = FLT_MAX;
-  }
-  f.k.tensor_enc = s_enc;
-  f.k.tensor_dec = 1.0f / s_enc;
+  nvfp4_tensor_scale(f, t);
 }
 
 // The fused pass over the whole array into out (decoded values) or codes.
@@ -310,6 +341,178 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
     st.saturated = sat;
     st.flushed = fl;
     st.nonfinite_inputs = nf;
+    *stats += st;
+  }
+}
+
+// NVFP4 with E2M1 elements whose plan is the specialised loop's (nvfp4_kernel.cpp: nearest-even
+// or stochastic rounding with every value at and above 1 dropping 22 bits and a quantum of 0.5
+// below, saturating at 6, -0 kept) and blocks of 16 along the axis: 1x16 and 16x16 (a scale per
+// 16 columns of a row) or 16x1 (a scale per column).
+bool nvfp4_loop_applies(const BlockScaling& s, const Fast& f) {
+  const F32Plan& p = f.plan;
+  if (s.rule != ScaleRule::kNvfp4 || s.four_over_six || f.k.elem_factor != 1.0f) return false;
+  const bool sr = p.rounding == Rounding::kStochastic;
+  if (p.rounding != Rounding::kNearestEven && !(sr && p.sr_small_float && p.quantum == 0.5f && p.inv_quantum == 2.0f))
+    return false;
+  if (!p.fixed_drop || p.man_bits != 1 || p.flush || !p.signed_zero || !p.is_signed || p.overflow_nonfinite ||
+      !p.overflow_result_signed || p.flush_below != std::bit_cast<uint32_t>(1.0f) || p.magic != 0x1p22f ||
+      p.max_bits != std::bit_cast<uint32_t>(6.0f) || f.k.elem_max_below != 6.0f)
+    return false;
+  return (f.g.bc == 16 && (f.g.br == 1 || f.g.br == 16)) || (f.g.bc == 1 && f.g.br == 16);
+}
+
+// The block maxima of rows [r0, r1) (r0 on a block-row), 1x16 blocks through run16_amax.
+void nvfp4_maxima(Fast& f, const float* in, size_t r0, size_t r1) {
+  const size_t cols = f.k.cols;
+  if (f.g.br != 1 || f.g.bc != 16) return block_tile_amax(f.k, in, r0, r1, 0, cols, f.amax.data());
+  const size_t runs = cols / 16;
+  for (size_t r = r0; r < r1; ++r) {
+    uint32_t* a = f.amax.data() + r * f.g.nbc;
+    run16_amax(in + r * cols, runs, a);
+    if (runs < f.g.nbc) {  // the row's last block is short
+      uint32_t m = 0;
+      for (size_t c = runs * 16; c < cols; ++c) m = std::max(m, std::bit_cast<uint32_t>(in[r * cols + c]) & 0x7fffffffu);
+      a[runs] = m;
+    }
+  }
+}
+
+// Block-rows of about a tile each, the unit of work of the maxima and element passes.
+std::vector<std::pair<size_t, size_t>> nvfp4_row_chunks(const Fast& f) {
+  const size_t rows = f.k.rows, cols = f.k.cols;
+  const size_t k = std::max<size_t>(1, kTile / std::max<size_t>(cols * f.g.br, 1)) * f.g.br;
+  std::vector<std::pair<size_t, size_t>> c;
+  for (size_t r = 0; r < rows; r += k) c.emplace_back(r, std::min(rows, r + k));
+  return c;
+}
+
+// The element pass of NVFP4 on the block arrays: whole chunks of rows through the specialised loop
+// (1x16 blocks over whole runs: one contiguous run of blocks), or row by row; a row whose blocks
+// are not all finite with a finite encode scale, or whose SR indices cross a stream boundary,
+// through the generic loop.
+void nvfp4_elements(Fast& f, const float* in, float* out, const std::vector<std::pair<size_t, size_t>>& chunks,
+                    const std::vector<uint8_t>& chunk_plain, BlockPassCounts* counts) {
+  const size_t rows = f.k.rows, cols = f.k.cols, nbc = f.g.nbc;
+  // Every encode scale is finite when the largest, that of the smallest E4M3 scale 2^-9, is (enc
+  // falls as the scale grows); it is not only for tensor amaxes below about 2^-117.
+  const bool enc_finite = 1.0f / (0x1p-9f * f.k.tensor_dec) <= FLT_MAX;
+  const bool sr = f.k.stochastic;
+  const bool contiguous = f.g.br == 1 && f.g.bc == 16 && cols % 16 == 0;
+  const bool big = rows * cols >= (size_t{1} << 15);
+  uint64_t sat = 0, fl = 0, nf = 0;
+#pragma omp parallel if (big && chunks.size() > 1) reduction(+ : sat, fl, nf)
+  {
+    std::vector<float> buf;
+    BlockPassCounts c;
+    BlockPassCounts* cp = counts ? &c : nullptr;
+    Nvfp4Row row;
+    row.tensor_dec = f.k.tensor_dec;
+    row.stochastic = sr;
+    row.sr_mask = f.plan.sr_mask;
+    row.per_column = f.g.bc == 1;
+    // Rows [r0, r1) as one run of n elements; plain: their blocks are known to be finite.
+    auto fast_run = [&](size_t r0, size_t r1, size_t n, bool plain) {
+      const uint64_t index = f.k.index_base + r0 * cols;
+      if (sr) {
+        if ((index & 0xffffffffu) + n > (uint64_t{1} << 32)) return false;
+        const SrStream st = make_sr_stream(f.k.sr_key, index >> 32);
+        row.k0 = st.k0, row.k1 = st.k1;
+      }
+      if (!plain) {
+        const size_t b0 = (r0 / f.g.br) * nbc, b1 = ((r1 - 1) / f.g.br + 1) * nbc;
+        for (size_t b = b0; b < b1; ++b)
+          if (f.amax[b] >= kInfBits || !(f.enc[b] <= FLT_MAX)) return false;
+      }
+      const size_t b0 = (r0 / f.g.br) * nbc;
+      row.in = in + r0 * cols, row.out = out + r0 * cols, row.n = n;
+      row.enc = f.enc.data() + b0, row.dec = f.dec.data() + b0;
+      row.idx0 = static_cast<uint32_t>(index);
+      nvfp4_row_pass(row, cp);
+      return true;
+    };
+    auto generic_row = [&](size_t r) {
+      buf.resize(2 * cols);
+      BlockTileIo io;
+      io.in = in, io.out = out, io.amax = f.amax.data(), io.enc = f.enc.data(), io.dec = f.dec.data();
+      io.buf = buf.data(), io.counts = cp;
+      block_tile_quantize(f.k, io, r, r + 1, 0, cols);
+    };
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(chunks.size()); ++i) {
+      const auto [r0, r1] = chunks[i];
+      const bool plain = chunk_plain[i] && enc_finite;
+      if (contiguous && fast_run(r0, r1, (r1 - r0) * cols, plain)) continue;
+      for (size_t r = r0; r < r1; ++r)
+        if (!fast_run(r, r + 1, cols, plain)) generic_row(r);
+    }
+    sat += c.saturated, fl += c.flushed, nf += c.nonfinite;
+  }
+  if (counts) counts->saturated += sat, counts->flushed += fl, counts->nonfinite += nf;
+}
+
+// NVFP4 in three passes: every block's maximum (their largest finite one is the tensor amax), the
+// scales, then the element pass through the specialised loop. The generic fused pass read the
+// input twice as well (tensor amax, then the tile); what this saves is the generic loop's cost.
+// With signs (a random Hadamard transform of size 16 along the blocks' axis), the first pass
+// transforms each chunk into out and takes its maxima there while it is in cache, and the element
+// pass then runs in place on out.
+void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, BlockStats* stats, uint64_t index_base,
+               double tensor_amax, const double* signs) {
+  f.k.plan = &f.plan;
+  f.k.scale_plan = &f.scale_plan;
+  f.k.index_base = index_base;
+  f.k.decode = true;
+  f.k.inline_scales = false;
+  const size_t rows = f.k.rows, cols = f.k.cols, n = rows * cols, nb = f.amax.size();
+  const bool big = n >= (size_t{1} << 15);
+  const auto chunks = nvfp4_row_chunks(f);
+  // Per chunk: the largest finite block maximum, and whether every block is finite.
+  std::vector<uint32_t> chunk_max(chunks.size());
+  std::vector<uint8_t> chunk_plain(chunks.size());
+#pragma omp parallel for schedule(static) if (big && chunks.size() > 1)
+  for (int64_t i = 0; i < static_cast<int64_t>(chunks.size()); ++i) {
+    const auto [r0, r1] = chunks[i];
+    if (signs && f.g.br == 1) {
+      rht16_runs(in + r0 * cols, out + r0 * cols, (r1 - r0) * cols / 16, signs);
+      nvfp4_maxima(f, out, r0, r1);
+    } else if (signs) {  // 16x1 blocks: each transformed column is a block, its maximum made there
+      for (size_t r = r0; r < r1; r += 16)
+        rht16_columns(in + r * cols, out + r * cols, cols, cols, signs, f.amax.data() + (r / 16) * f.g.nbc);
+    } else {
+      nvfp4_maxima(f, in, r0, r1);
+    }
+    const size_t b0 = (r0 / f.g.br) * f.g.nbc, b1 = ((r1 - 1) / f.g.br + 1) * f.g.nbc;
+    bool nonfinite = false;
+    chunk_max[i] = maxima_summary(f.amax.data() + b0, b1 - b0, &nonfinite);
+    chunk_plain[i] = !nonfinite;
+  }
+  const float* src = signs ? out : in;
+  double t = tensor_amax;
+  if (t < 0) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      m = std::max(m, chunk_max[i]);
+      if (chunk_plain[i]) continue;
+      // Rare: the finite part of a block holding NaN or Inf.
+      const size_t b0 = (chunks[i].first / f.g.br) * f.g.nbc, b1 = ((chunks[i].second - 1) / f.g.br + 1) * f.g.nbc;
+      for (size_t b = b0; b < b1; ++b)
+        if (f.amax[b] >= kInfBits) m = std::max(m, std::bit_cast<uint32_t>(block_finite_amax(src, f, b)));
+    }
+    t = std::bit_cast<float>(m);
+  }
+  nvfp4_tensor_scale(f, t);
+#pragma omp parallel for schedule(static) if (nb >= 4096)
+  for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 4096)
+    nvfp4_scales(f.k, f.amax.data() + i, std::min<size_t>(4096, nb - i), f.enc.data() + i, f.dec.data() + i);
+  BlockPassCounts c;
+  nvfp4_elements(f, src, out, chunks, chunk_plain, stats ? &c : nullptr);
+  if (stats) {
+    BlockStats st = fast_block_stats(s, f);
+    st.elements = n;
+    st.saturated = c.saturated;
+    st.flushed = c.flushed;
+    st.nonfinite_inputs = c.nonfinite;
     *stats += st;
   }
 }
@@ -386,7 +589,22 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
   std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
   if (!made) return false;
-  run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax);
+  if (nvfp4_loop_applies(s, *made)) run_nvfp4(s, *made, in, out, stats, index_base, tensor_amax, nullptr);
+  else run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax);
+  keep_block_arrays(*made);
+  return true;
+}
+
+bool fused_rht_fake_quantize(const BlockScaling& s, const double* signs, const float* in, float* out, size_t rows,
+                             size_t cols, BlockStats* stats, uint64_t index_base) {
+  std::optional<Fast> made = make_fast(s, rows, cols, -1);
+  if (!made) return false;
+  if (!nvfp4_loop_applies(s, *made) || made->g.br * made->g.bc != 16 || (s.axis == 1 ? cols : rows) % 16 != 0) {
+    keep_block_arrays(*made);
+    return false;
+  }
+  run_nvfp4(s, *made, in, out, stats, index_base, -1, signs);
+  keep_block_arrays(*made);
   return true;
 }
 
@@ -430,6 +648,7 @@ bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size
   }
   out.tensor_scale = f.k.tensor_dec;
   if (!s.is_plain()) pack_fast_scales(s, f, out);
+  keep_block_arrays(f);
   return true;
 }
 

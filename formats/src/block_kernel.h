@@ -125,6 +125,12 @@ void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size
 bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, size_t rows, size_t cols,
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale);
 
+// fused_fake_quantize of the random Hadamard transform (size 16, these signs) of in along the
+// blocks' axis: NVFP4 with 1x16 or 16x1 blocks and an axis extent that 16 divides; false
+// otherwise (the caller transforms, then quantizes).
+bool fused_rht_fake_quantize(const BlockScaling& s, const double* signs, const float* in, float* out, size_t rows,
+                             size_t cols, BlockStats* stats, uint64_t index_base);
+
 // The fast block_quantize for element formats of at most 8 bits: the element pass turns each
 // rounded value into its code in registers (CodePlan); the rare values it leaves (NaN, Inf) go
 // through encode(). codes are row-major, one byte each, zero in NaN blocks; FP4 codes along rows
@@ -135,5 +141,33 @@ bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size
 
 // Largest finite |x| of n values (NaN and Inf ignored), as float bits.
 uint32_t finite_amax_bits(const float* in, size_t n);
+
+// One row of NVFP4's element pass in the specialised loop of nvfp4_kernel.cpp: E2M1 elements
+// rounded to nearest-even or stochastically (sr_bits at idx0 + i in the stream of k0, k1; the
+// row must not cross a multiple of 2^32), saturating at 6; block_fused.cpp checks the element
+// plan against these constants. Every block of the row must be finite with a finite enc (others
+// take the generic loop). enc and dec: one per 16 elements, or one per element (per_column).
+struct Nvfp4Row {
+  const float* in = nullptr;
+  float* out = nullptr;  // may alias in
+  size_t n = 0;
+  const float* enc = nullptr;
+  const float* dec = nullptr;
+  bool per_column = false;
+  float tensor_dec = 1;
+  bool stochastic = false;
+  uint32_t k0 = 0, k1 = 0, sr_mask = 0, idx0 = 0;
+};
+// Adds saturated and flushed elements to counts when it is not null.
+void nvfp4_row_pass(const Nvfp4Row& r, BlockPassCounts* counts);
+
+// block_scales for NVFP4 (p.scale_plan, tensor_enc and tensor_dec set), faster on long arrays.
+void nvfp4_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec);
+// The largest finite value of n block maxima, and whether any is NaN or Inf.
+uint32_t maxima_summary(const uint32_t* amax, size_t n, bool* nonfinite);
+
+// Largest |x| bits of each of `runs` consecutive runs of 16 floats (NaN and Inf above every finite
+// value, as block maxima).
+void run16_amax(const float* in, size_t runs, uint32_t* amax);
 
 }  // namespace precsim

@@ -17,6 +17,7 @@
 
 #include "block_kernel.h"
 #include "block_plan.h"
+#include "precsim/formats/hadamard.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 
@@ -161,6 +162,17 @@ void block_fake_quantize(const BlockScaling& s, std::span<const float> in, std::
   check_out(in, out);
   if (fused_fake_quantize(s, in.data(), out.data(), rows, cols, stats, index_base, tensor_amax, -1)) return;
   block_fake_quantize_reference(s, in, out, rows, cols, stats, index_base, tensor_amax);
+}
+
+void rht_block_fake_quantize(const BlockScaling& s, std::span<const double> signs, std::span<const float> in,
+                             std::span<float> out, size_t rows, size_t cols, BlockStats* stats, uint64_t index_base) {
+  check_shape(in, rows, cols);
+  check_out(in, out);
+  check_hadamard_size(static_cast<int>(signs.size()));
+  if (signs.size() == 16 && fused_rht_fake_quantize(s, signs.data(), in.data(), out.data(), rows, cols, stats, index_base))
+    return;
+  random_hadamard_transform(in, out, rows, cols, s.axis, signs);
+  block_fake_quantize(s, out, out, rows, cols, stats, index_base);
 }
 
 void block_fake_quantize_reference(const BlockScaling& s, std::span<const float> in, std::span<float> out,

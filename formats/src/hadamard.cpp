@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "hadamard_kernel.h"
 #include "precsim/formats/sr_bits.h"
 
 namespace precsim {
@@ -67,53 +68,6 @@ void transform_tile(const T* in, T* out, size_t si, size_t st, size_t w, const G
   }
 }
 
-// The recipe's case (FP32 data, forward, n = 16) compiled for AVX-512, AVX2 and the baseline and
-// chosen at run time (GCC function multiversioning): FP64 adds, subtracts and multiplies give the
-// same bits at any vector width, and -ffp-contract=off keeps FMA out.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void tile16_f32(const float* in, float* out, size_t si, size_t st, size_t w, const Geometry& g, double* buf) {
-  transform_tile<16, float, false>(in, out, si, st, w, g, buf);
-}
-
-// The recipe's case along rows (FP32 data, forward, n = 16, runs contiguous): each run in two
-// 8-lane FP64 registers (one AVX-512 register each; two AVX2 halves elsewhere). Stages h = 1, 2
-// and 4 pair lanes of a register: with s the register's lanes swapped by h, lane j becomes
-// s + r * (+-1), that is a_j + a_(j+h) or a_j - a_(j+h) exactly as the butterfly's p + q and
-// p - q (addition commutes, x * -1 is exact); stage 8 pairs the two registers. The same adds in
-// the same stages as butterflies<16>, so the same bits.
-typedef double V8d __attribute__((vector_size(64)));
-typedef float V8f __attribute__((vector_size(32)));
-typedef long long V8i __attribute__((vector_size(64)));
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void runs16_f32(const float* in, float* out, size_t runs, const double* signs, double scale) {
-  V8d sg[2];
-  for (int a = 0; a < 2; ++a)
-    for (int j = 0; j < 8; ++j) sg[a][j] = signs[8 * a + j];
-  const V8d alt1 = {1, -1, 1, -1, 1, -1, 1, -1}, alt2 = {1, 1, -1, -1, 1, 1, -1, -1},
-            alt4 = {1, 1, 1, 1, -1, -1, -1, -1};
-  const V8d sc = {scale, scale, scale, scale, scale, scale, scale, scale};
-  for (size_t r = 0; r < runs; ++r) {
-    V8d v[2];
-    for (int a = 0; a < 2; ++a) {
-      V8f f;
-      __builtin_memcpy(&f, in + r * 16 + 8 * a, sizeof f);
-      v[a] = __builtin_convertvector(f, V8d) * sg[a];
-    }
-    for (int a = 0; a < 2; ++a) {
-      v[a] = __builtin_shuffle(v[a], V8i{1, 0, 3, 2, 5, 4, 7, 6}) + v[a] * alt1;
-      v[a] = __builtin_shuffle(v[a], V8i{2, 3, 0, 1, 6, 7, 4, 5}) + v[a] * alt2;
-      v[a] = __builtin_shuffle(v[a], V8i{4, 5, 6, 7, 0, 1, 2, 3}) + v[a] * alt4;
-    }
-    const V8d p = v[0], q = v[1];
-    v[0] = p + q, v[1] = p - q;
-    for (int a = 0; a < 2; ++a) {
-      const V8f f = __builtin_convertvector(v[a] * sc, V8f);
-      __builtin_memcpy(out + r * 16 + 8 * a, &f, sizeof f);
-    }
-  }
-}
-
 template <class T, bool kInverse>
 void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols, int axis,
                std::span<const double> signs) {
@@ -146,11 +100,18 @@ void transform(std::span<const T> in, std::span<T> out, size_t rows, size_t cols
       const T* src = in.data() + off;
       T* dst = out.data() + off;
       // n = 16 (the recipe's size) with n known to the compiler: the butterflies unroll.
-      if (n == 16 && axis == 1 && std::is_same_v<T, float> && !kInverse) {
-        if constexpr (std::is_same_v<T, float>) runs16_f32(src, dst, w, g.s, g.scale);
-      } else if (n == 16) {
-        if constexpr (std::is_same_v<T, float> && !kInverse) tile16_f32(src, dst, si, st, w, g, buf.data());
-        else transform_tile<16, T, kInverse>(src, dst, si, st, w, g, buf.data());
+      if constexpr (std::is_same_v<T, float> && !kInverse) {
+        if (n == 16 && axis == 1) {
+          rht16_runs(src, dst, w, g.s);  // hadamard_kernel.cpp
+          continue;
+        }
+        if (n == 16) {
+          rht16_columns(src, dst, cols, w, g.s, nullptr);
+          continue;
+        }
+      }
+      if (n == 16) {
+        transform_tile<16, T, kInverse>(src, dst, si, st, w, g, buf.data());
       } else {
         transform_tile<0, T, kInverse>(src, dst, si, st, w, g, buf.data());
       }

@@ -119,6 +119,16 @@ void block_fake_quantize(const BlockScaling& s, std::span<const float> in, std::
                          size_t rows, size_t cols, BlockStats* stats = nullptr,
                          uint64_t index_base = 0, double tensor_amax = -1);
 
+// The random Hadamard transform of size signs.size() along s.axis (random_hadamard_transform of
+// hadamard.h), then block_fake_quantize of the transformed array into out: the same bits and
+// statistics as the two calls. For NVFP4 with 1x16 or 16x1 blocks and a transform of size 16 (the
+// NVFP4 recipe's weight-gradient operands) the transform and the block maxima share one pass over
+// memory and the element pass runs in place. out may alias in. Throws std::invalid_argument as
+// the two calls do (a size that is not a power of two, an axis extent it does not divide).
+void rht_block_fake_quantize(const BlockScaling& s, std::span<const double> signs, std::span<const float> in,
+                             std::span<float> out, size_t rows, size_t cols, BlockStats* stats = nullptr,
+                             uint64_t index_base = 0);
+
 // The scalar reference of block_fake_quantize: one pass for the block maxima and scales, then
 // the elements through quantize(). block_fake_quantize takes a fused, vectorised path that must
 // give the same bits and statistics; tests compare them.

@@ -1,0 +1,239 @@
+// NVFP4's element pass as one specialised loop (Google Highway, every x86 target, picked at run
+// time): x * enc rounded to E2M1 (nearest-even or stochastic, saturating at 6), times the block's
+// E4M3 scale, times the tensor scale. The rounding is quantize_f32_round-inl.h's fixed-drop
+// nearest-even and stochastic paths written out for E2M1's constants (22 bits dropped at and above
+// 1, a quantum of 0.5 below), so no plan field is read per vector and nothing spills: the generic
+// loop of block_fused_kernel.cpp spent most of its time reloading its constants. block_fused.cpp
+// checks the element plan against these constants before it takes this path, and sends rows with
+// a NaN, Inf or infinite-scale block to the generic loop; tests/block_fused_test.cpp compares both
+// with the scalar reference on every compiled target.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "../src/nvfp4_kernel.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "block_kernel.h"
+#include "quantize_f32_round-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace precsim {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// count floats from p (count <= lanes), zeros beyond.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* p, size_t count) {
+  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
+  std::copy_n(p, std::min(count, hn::MaxLanes(d)), b);
+  return hn::Load(d, b);
+}
+
+template <class D>
+HWY_INLINE void StoreTail(D d, hn::Vec<D> v, size_t count, float* out) {
+  HWY_ALIGN float b[hn::MaxLanes(d)];
+  hn::Store(v, d, b);
+  std::copy_n(b, std::min(count, hn::MaxLanes(d)), out);
+}
+
+template <bool kSr, bool kPerColumn, bool kCount>
+HWY_INLINE void RowLoop(const Nvfp4Row& r, BlockPassCounts& k) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VU = hn::Vec<decltype(du)>;
+  static_assert(hn::MaxLanes(df) <= 16, "a vector must not span two blocks of 16");
+  const size_t N = hn::Lanes(df);
+  const VU kSign = hn::Set(du, 0x80000000u);
+  const VU kDropMask = hn::Set(du, 0x3fffffu);          // 22 bits dropped at and above 1
+  const VU kHalfMinus1 = hn::Set(du, 0x1fffffu);
+  const VU kDropUnit = hn::Set(du, 0x400000u);
+  const VU kOneU = hn::Set(du, 1u);
+  const VU kSix = hn::Set(du, 0x40c00000u);             // 6.0: saturation
+  const auto kOneBits = hn::Set(di, 0x3f800000);        // 1.0: below it the quantum is 0.5
+  const auto kMagic = hn::Set(df, 0x1p22f);             // 2^(quantum exponent + 23)
+  const auto kTwo = hn::Set(df, 2.0f), kHalf = hn::Set(df, 0.5f), k2p16 = hn::Set(df, 65536.0f);
+  const auto kLim = hn::Set(df, 6.0f);
+  const auto td = hn::Set(df, r.tensor_dec);
+  const VU kSrMask = hn::Set(du, r.sr_mask), kK0 = hn::Set(du, r.k0), kK1 = hn::Set(du, r.k1);
+  const VU kIota = hn::Iota(du, 0);
+  const VU kMul1 = hn::Set(du, 0x7feb352du), kMul2 = hn::Set(du, 0x846ca68bu);
+  const auto zero_i = hn::Zero(di);
+  uint64_t sat = 0, flushed = 0;
+
+  // sr_bits() of indices idx.. (quantize_f32_round-inl.h's random_bits).
+  auto random_bits = [&](uint32_t idx) HWY_ATTR {
+    VU x = hn::Xor(hn::Add(kIota, hn::Set(du, idx)), kK0);
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) x = hn::Xor(x, kK1);
+      x = hn::Xor(x, hn::ShiftRight<16>(x));
+      x = hn::Mul(x, kMul1);
+      x = hn::Xor(x, hn::ShiftRight<15>(x));
+      x = hn::Mul(x, kMul2);
+      x = hn::Xor(x, hn::ShiftRight<16>(x));
+    }
+    return x;
+  };
+
+  auto one = [&](size_t i, size_t count, bool full) HWY_ATTR {
+    const auto x = full ? hn::LoadU(df, r.in + i) : LoadTail(df, r.in + i, count);
+    hn::Vec<decltype(df)> e, d;
+    if constexpr (kPerColumn) {
+      e = full ? hn::LoadU(df, r.enc + i) : LoadTail(df, r.enc + i, count);
+      d = full ? hn::LoadU(df, r.dec + i) : LoadTail(df, r.dec + i, count);
+    } else {
+      e = hn::Set(df, r.enc[i >> 4]);
+      d = hn::Set(df, r.dec[i >> 4]);
+    }
+    const auto v = hn::Mul(x, e);
+    const VU u = hn::BitCast(du, v);
+    const VU sign = hn::And(u, kSign);
+    const VU a = hn::Xor(u, sign);
+    const auto below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kOneBits));
+    VU mag;
+    if constexpr (!kSr) {
+      const VU odd = hn::And(hn::ShiftRight<22>(a), kOneU);
+      mag = hn::AndNot(kDropMask, hn::Add(hn::Add(a, kHalfMinus1), odd));
+      const VU small = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), kMagic), kMagic));
+      mag = hn::IfThenElse(below, small, mag);
+    } else {
+      // Below 1, kept and the dropped fraction from |v| / 0.5 in float arithmetic (exact), the
+      // fraction 16 bits at a time; at and above 1, the 22 dropped bits at the top of a word.
+      const auto z = hn::Mul(hn::BitCast(df, a), kTwo);
+      const auto ki = hn::ConvertTo(di, z);
+      const auto h = hn::Mul(hn::Sub(z, hn::ConvertTo(df, ki)), k2p16);
+      const auto hi = hn::ConvertTo(di, h);
+      const auto lo = hn::ConvertTo(di, hn::Mul(hn::Sub(h, hn::ConvertTo(df, hi)), k2p16));
+      const VU frac = hn::IfThenElse(below, hn::BitCast(du, hn::Or(hn::ShiftLeft<16>(hi), lo)), hn::ShiftLeft<10>(a));
+      const auto fk = hn::BitCast(di, hn::Xor(hn::And(frac, kSrMask), kSign));
+      const auto rk = hn::BitCast(di, hn::Xor(hn::And(random_bits(r.idx0 + static_cast<uint32_t>(i)), kSrMask), kSign));
+      const VU up = hn::VecFromMask(du, hn::RebindMask(du, hn::Gt(fk, rk)));
+      mag = hn::Add(hn::AndNot(kDropMask, a), hn::And(up, kDropUnit));
+      const VU rounded = hn::Sub(hn::BitCast(du, ki), up);
+      const VU small = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, rounded)), kHalf));
+      mag = hn::IfThenElse(below, small, mag);
+    }
+    mag = hn::Min(mag, kSix);
+    const auto q = hn::BitCast(df, hn::Or(mag, sign));
+    const auto y = hn::Mul(hn::Mul(q, d), td);  // q * d is exact; one rounding by the tensor scale
+    if (full) hn::StoreU(y, df, r.out + i);
+    else StoreTail(df, y, count, r.out + i);
+    if constexpr (kCount) {  // padding lanes are zeros: never saturated, never flushed
+      sat += hn::CountTrue(df, hn::Gt(hn::Abs(v), kLim));
+      const auto xa = hn::BitCast(di, hn::Abs(x));
+      flushed += hn::CountTrue(di, hn::AndNot(hn::Eq(xa, zero_i), hn::RebindMask(di, hn::Eq(y, hn::Zero(df)))));
+    }
+  };
+  size_t i = 0;
+  for (; i + N <= r.n; i += N) one(i, N, true);
+  if (i < r.n) one(i, r.n - i, false);
+  k.saturated += sat;
+  k.flushed += flushed;
+}
+
+HWY_NOINLINE void Nvfp4RowPass(const Nvfp4Row& r, BlockPassCounts* counts) {
+  BlockPassCounts k;
+  const int mode = (r.stochastic ? 4 : 0) + (r.per_column ? 2 : 0) + (counts ? 1 : 0);
+  switch (mode) {
+    case 0: RowLoop<false, false, false>(r, k); break;
+    case 1: RowLoop<false, false, true>(r, k); break;
+    case 2: RowLoop<false, true, false>(r, k); break;
+    case 3: RowLoop<false, true, true>(r, k); break;
+    case 4: RowLoop<true, false, false>(r, k); break;
+    case 5: RowLoop<true, false, true>(r, k); break;
+    case 6: RowLoop<true, true, false>(r, k); break;
+    default: RowLoop<true, true, true>(r, k); break;
+  }
+  if (counts) {
+    counts->saturated += k.saturated;
+    counts->flushed += k.flushed;
+  }
+}
+
+// The largest finite value of n block maxima (|x| bits), and whether any is NaN or Inf.
+HWY_NOINLINE uint32_t MaximaSummary(const uint32_t* amax, size_t n, bool* nonfinite) {
+  const hn::ScalableTag<int32_t> di;
+  const size_t N = hn::Lanes(di);
+  const auto last = hn::Set(di, 0x7f7fffff);
+  auto m = hn::Zero(di), bad = hn::Zero(di);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto a = hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i));
+    const auto over = hn::Gt(a, last);
+    m = hn::Max(m, hn::IfThenZeroElse(over, a));
+    bad = hn::Or(bad, hn::VecFromMask(di, over));
+  }
+  uint32_t r = static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
+  bool nf = !hn::AllTrue(di, hn::Eq(bad, hn::Zero(di)));
+  for (; i < n; ++i) {
+    if (amax[i] > 0x7f7fffffu) nf = true;
+    else r = std::max(r, amax[i]);
+  }
+  *nonfinite = nf;
+  return r;
+}
+
+// NVFP4 scales of n blocks from their maxima (block_fused_kernel.cpp's NvScale, the reference's
+// nvfp4_scale): sv = E4M3 (nearest-even, saturating) of amax / 6 * s_enc in FP32, enc =
+// 1 / (sv * s_dec), dec = sv; a zero sv gives enc 0 and dec 0, a NaN or Inf block enc 0 and dec
+// NaN. One rounding run over the whole array, so the rounding's constants are set once.
+HWY_NOINLINE void Nvfp4Scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto six = hn::Set(df, 6.0f), tenc = hn::Set(df, p.tensor_enc), tdec = hn::Set(df, p.tensor_dec);
+  const auto one = hn::Set(df, 1.0f);
+  const auto last_finite = hn::Set(di, 0x7f7fffff);
+  const auto nan = hn::BitCast(df, hn::Set(di, 0x7fc00000));
+  auto load = [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    return count == hn::Lanes(di) ? hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i))
+                                  : hn::BitCast(di, LoadTail(df, reinterpret_cast<const float*>(amax + i), count));
+  };
+  Counts unused{};
+  RoundRun<Rounding::kNearestEven, false>(
+      *p.scale_plan, 0, 0, n, 0, unused,
+      [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+        const auto a = load(i, count);
+        const auto nonfinite = hn::RebindMask(df, hn::Gt(a, last_finite));
+        return hn::IfThenZeroElse(nonfinite, hn::Mul(hn::Div(hn::BitCast(df, a), six), tenc));
+      },
+      [&](size_t i, hn::Vec<decltype(df)> sv, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+        const auto nonfinite = hn::RebindMask(df, hn::Gt(load(i, count), last_finite));
+        const auto zero = hn::Or(nonfinite, hn::Eq(sv, hn::Zero(df)));
+        const auto e = hn::IfThenZeroElse(zero, hn::Div(one, hn::Mul(sv, tdec)));
+        const auto d = hn::IfThenElse(nonfinite, nan, sv);
+        if (count == hn::Lanes(df)) {
+          hn::StoreU(e, df, enc + i);
+          hn::StoreU(d, df, dec + i);
+        } else {
+          StoreTail(df, e, count, enc + i);
+          StoreTail(df, d, count, dec + i);
+        }
+      });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace precsim
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace precsim {
+
+HWY_EXPORT(Nvfp4RowPass);
+HWY_EXPORT(Nvfp4Scales);
+HWY_EXPORT(MaximaSummary);
+
+void nvfp4_row_pass(const Nvfp4Row& r, BlockPassCounts* counts) { HWY_DYNAMIC_DISPATCH(Nvfp4RowPass)(r, counts); }
+
+void nvfp4_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
+  HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(p, amax, n, enc, dec);
+}
+
+uint32_t maxima_summary(const uint32_t* amax, size_t n, bool* nonfinite) {
+  return HWY_DYNAMIC_DISPATCH(MaximaSummary)(amax, n, nonfinite);
+}
+
+}  // namespace precsim
+#endif  // HWY_ONCE
