@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "precsim/formats/hadamard.h"
 #include "precsim/formats/quantize.h"
 #include "precsim/formats/rounding.h"
 
@@ -100,6 +101,24 @@ Format OperandQuantizer::apply(std::span<const float> in, std::span<float> out, 
   } else {
     block_fake_quantize(s, in, out, rows, cols, &bs);
   }
+  add_block_stats(stats, bs);
+  return format_by_name("fp32");
+}
+
+Format OperandQuantizer::apply_transformed(std::span<const double> signs, std::span<const float> in,
+                                           std::span<float> out, size_t rows, size_t cols, int axis, const SrKey& key,
+                                           QuantStats* stats, std::shared_ptr<DelayedScaling>* delayed) const {
+  if (spec_.scaling == Scaling::kNone || spec_.scaling == Scaling::kTensorDelayed) {
+    std::vector<float> t(in.size());
+    random_hadamard_transform(in, t, rows, cols, axis, signs);
+    return apply(t, out, rows, cols, axis, key, stats, delayed);
+  }
+  BlockScaling s = *scheme_;
+  s.axis = axis;
+  s.element_options.rounding = spec_.fmt.rounding;
+  s.element_options.sr_key = key;
+  BlockStats bs;
+  rht_block_fake_quantize(s, signs, in, out, rows, cols, &bs);
   add_block_stats(stats, bs);
   return format_by_name("fp32");
 }

@@ -99,13 +99,17 @@ void check_instruction_gemms(const Recipe& r) {
   }
 }
 
-// Copies of both operands transformed along K (the random Hadamard transform of the NVFP4 recipe).
-void RecipeGemm::transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
-                           size_t b_cols, int b_axis, int k, uint64_t seed) {
+// The signs of the random Hadamard transform of the NVFP4 recipe, for a product with this K.
+void RecipeGemm::prepare_signs(int k, uint64_t seed) {
   if (k % hadamard_ != 0)
     throw std::invalid_argument(fmt::format("random Hadamard transform of size {} does not divide the reduction dimension "
                                             "K = {} of the {} GEMM", hadamard_, k, to_string(role())));
   if (signs_.empty() || signs_seed_ != seed) signs_ = hadamard_signs(hadamard_, seed), signs_seed_ = seed;
+}
+
+// Copies of both operands transformed along K (for the block-scaled instruction's codes).
+void RecipeGemm::transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
+                           size_t b_cols, int b_axis) {
   ta_.resize(a_rows * a_cols);
   tb_.resize(b_rows * b_cols);
   random_hadamard_transform(std::span<const float>(a, ta_.size()), ta_, a_rows, a_cols, a_axis, signs_);
@@ -129,12 +133,21 @@ void RecipeGemm::run(GemmArgs args, int batch, const float* a, const float* b, f
     const size_t r = size_t(role());
     st->role_nonzero[r] += count_nonzero(a, qa_.size()) + count_nonzero(b, qb_.size());
   }
-  if (hadamard_) transform(a, ar * batch, ac, args.trans_a ? 0 : 1, b, br * batch, bc, args.trans_b ? 1 : 0, k, keys.a.seed);
+  const int a_axis = args.trans_a ? 0 : 1, b_axis = args.trans_b ? 1 : 0;
+  // The transform goes into the quantization (one pass fewer for NVFP4), except where the
+  // block-scaled instruction needs the transformed operands again for its codes.
+  const bool copies = in_instruction_ && !executor;
+  if (hadamard_) prepare_signs(k, keys.a.seed);
+  if (hadamard_ && copies) transform(a, ar * batch, ac, a_axis, b, br * batch, bc, b_axis);
   QuantStats qsa, qsb;
-  args.a_format = a_.apply(std::span<const float>(a, qa_.size()), qa_, ar * batch, ac, args.trans_a ? 0 : 1, keys.a,
-                           &qsa, keys.delayed_a);
-  args.b_format = b_.apply(std::span<const float>(b, qb_.size()), qb_, br * batch, bc, args.trans_b ? 1 : 0, keys.b,
-                           &qsb, keys.delayed_b);
+  const std::span<const float> as(a, qa_.size()), bs(b, qb_.size());
+  if (hadamard_ && !copies) {
+    args.a_format = a_.apply_transformed(signs_, as, qa_, ar * batch, ac, a_axis, keys.a, &qsa, keys.delayed_a);
+    args.b_format = b_.apply_transformed(signs_, bs, qb_, br * batch, bc, b_axis, keys.b, &qsb, keys.delayed_b);
+  } else {
+    args.a_format = a_.apply(as, qa_, ar * batch, ac, a_axis, keys.a, &qsa, keys.delayed_a);
+    args.b_format = b_.apply(bs, qb_, br * batch, bc, b_axis, keys.b, &qsb, keys.delayed_b);
+  }
   if (st) {
     const size_t r = size_t(role());
     st->roles[r] += qsa;

@@ -46,6 +46,12 @@ class OperandQuantizer {
   // plain casts, fp32 for scaled values).
   Format apply(std::span<const float> in, std::span<float> out, size_t rows, size_t cols, int axis, const SrKey& key,
                QuantStats* stats, std::shared_ptr<DelayedScaling>* delayed) const;
+  // apply() of the random Hadamard transform of in along `axis` (random_hadamard_transform with
+  // these signs): block-scaled operands through rht_block_fake_quantize, which for NVFP4 transforms
+  // and quantizes in fewer passes with the same bits; others transform into a copy first.
+  Format apply_transformed(std::span<const double> signs, std::span<const float> in, std::span<float> out,
+                           size_t rows, size_t cols, int axis, const SrKey& key, QuantStats* stats,
+                           std::shared_ptr<DelayedScaling>* delayed) const;
   // The same quantization (same roundings and stochastic-rounding bits: element times scale times
   // tensor scale is apply()'s value) as element codes and scales. MX and NVFP4 operands only
   // (std::logic_error otherwise).

@@ -59,8 +59,9 @@ class RecipeGemm {
   std::span<const float> quantized_b() const { return qb_; }
 
  private:
+  void prepare_signs(int k, uint64_t seed);
   void transform(const float*& a, size_t a_rows, size_t a_cols, int a_axis, const float*& b, size_t b_rows,
-                 size_t b_cols, int b_axis, int k, uint64_t seed);
+                 size_t b_cols, int b_axis);
 
   void check_instruction_operands(const GemmSpec& spec) const;
   void run_in_instruction(GemmArgs args, int batch, const float* a, const float* b, float* c, const OperandKeys& keys);
@@ -71,7 +72,7 @@ class RecipeGemm {
   int hadamard_ = 0;
   std::vector<double> signs_;   // of signs_seed_, made on first use
   uint64_t signs_seed_ = 0;
-  std::vector<float> ta_, tb_;  // the transformed operands
+  std::vector<float> ta_, tb_;  // the transformed operands (block-scaled instruction)
   std::vector<float> qa_, qb_;  // the quantized operands, reused across calls
   bool in_instruction_ = false;
   InstructionOperand ia_, ib_;  // codes and scales for a block-scaled instruction
