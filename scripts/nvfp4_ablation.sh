@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The NVFP4 / MXFP8 ablation at CPU scale (README, "The NVFP4 and MXFP8 recipes as published"):
-# trains experiments/nvfp4_ablation.json (tiny-gpt, 5 seeds, about 7 CPU-minutes), then prints
+# trains experiments/nvfp4_ablation.json (tiny-gpt, 20 seeds, about 12 CPU-minutes), then prints
 # each effect as a difference paired by seed with its 95% interval (precsim report compare), and
 # the block error of 4/6 against 6-only and the clipped blocks of floor against rceil on Gaussian
 # and heavy-tailed data (precsim analyze).
