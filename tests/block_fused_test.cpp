@@ -209,7 +209,9 @@ TEST(BlockFused, Nvfp4WithAGivenTensorAmaxMatchesScalar) {
 // NVFP4 data whose blocks stay alive under the tensor scale: the adversarial arrays hold values
 // near FLT_MAX, and against such a tensor amax nearly every other block's E4M3 scale is zero. Here
 // block maxima span 2^-12 .. 2^6 (subnormal E4M3 scales among them), with an all-zero block, a NaN
-// block and an Inf block every few rows; a sign pattern of zeros.
+// block and an Inf block every few rows; a sign pattern of zeros; and blocks on a grid of quarters
+// whose scales are exact (tensor amax 2688, block maxima 6 x 2^k), so that the elements land on
+// E2M1's ties.
 std::vector<float> live_nvfp4(const BlockScaling& s, size_t rows, size_t cols, uint32_t seed) {
   std::vector<float> x(rows * cols);
   const Shape b = block_shape(s, rows, cols);
@@ -220,13 +222,17 @@ std::vector<float> live_nvfp4(const BlockScaling& s, size_t rows, size_t cols, u
   for (size_t r0 = 0; r0 < rows; r0 += b.rows)
     for (size_t c0 = 0; c0 < cols; c0 += b.cols, ++k) {
       const float unit = std::ldexp(1.0f, expo(gen));
+      std::uniform_int_distribution<int> quarter(-24, 24);
       for (size_t r = r0; r < std::min(rows, r0 + b.rows); ++r)
         for (size_t c = c0; c < std::min(cols, c0 + b.cols); ++c) {
           float v = normal(gen) * unit;
           if (k % 29 == 3) v = (r + c) % 2 ? 0.0f : -0.0f;
+          if (k % 5 == 1) v = static_cast<float>(quarter(gen)) / 4 * unit;  // ties of E2M1 once scaled
           x[r * cols + c] = v;
         }
       float& first = x[r0 * cols + c0];
+      if (k % 5 == 1) first = 6 * unit;  // the block scale unit exactly: x * enc = x / unit
+      if (k == 0) first = 2688;          // tensor amax 6 x 448: a tensor scale of exactly 1
       if (k % 53 == 7) first = NAN;
       if (k % 61 == 11) first = -INFINITY;
     }

@@ -345,41 +345,55 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   }
 }
 
-// NVFP4 with E2M1 elements whose plan is the specialised loop's (nvfp4_kernel.cpp: nearest-even
-// or stochastic rounding with every value at and above 1 dropping 22 bits and a quantum of 0.5
-// below, saturating at 6, -0 kept) and blocks of 16 along the axis: 1x16 and 16x16 (a scale per
-// 16 columns of a row) or 16x1 (a scale per column).
-bool nvfp4_loop_applies(const BlockScaling& s, const Fast& f) {
+// The element plan of block_row_kernel.cpp's loop, where the element rounding is of its kind: the
+// paths of quantize_f32_round-inl.h it writes out (fixed-drop nearest-even; stochastic with the
+// float path below 2^emin), a signed format with -0 that saturates on overflow. nullopt otherwise.
+std::optional<ElementPlan> row_element_plan(const Fast& f) {
   const F32Plan& p = f.plan;
-  if (s.rule != ScaleRule::kNvfp4 || s.four_over_six || f.k.elem_factor != 1.0f) return false;
   const bool sr = p.rounding == Rounding::kStochastic;
-  if (p.rounding != Rounding::kNearestEven && !(sr && p.sr_small_float && p.quantum == 0.5f && p.inv_quantum == 2.0f))
-    return false;
-  if (!p.fixed_drop || p.man_bits != 1 || p.flush || !p.signed_zero || !p.is_signed || p.overflow_nonfinite ||
-      !p.overflow_result_signed || p.flush_below != std::bit_cast<uint32_t>(1.0f) || p.magic != 0x1p22f ||
-      p.max_bits != std::bit_cast<uint32_t>(6.0f) || f.k.elem_max_below != 6.0f)
-    return false;
-  return (f.g.bc == 16 && (f.g.br == 1 || f.g.br == 16)) || (f.g.bc == 1 && f.g.br == 16);
+  if (p.rounding != Rounding::kNearestEven && !(sr && p.sr_small_float)) return std::nullopt;
+  if (!p.fixed_drop || p.flush || !p.signed_zero || !p.is_signed || p.overflow_nonfinite || !p.overflow_result_signed)
+    return std::nullopt;
+  ElementPlan e;
+  e.drop = 23 - p.man_bits;
+  e.min_normal_bits = p.flush_below;
+  e.max_bits = p.max_bits;
+  e.magic = p.magic;
+  e.quantum = p.quantum;
+  e.inv_quantum = p.inv_quantum;
+  e.max_below = f.k.elem_max_below;
+  return e;
 }
 
-// The block maxima of rows [r0, r1) (r0 on a block-row), 1x16 blocks through run16_amax.
-void nvfp4_maxima(Fast& f, const float* in, size_t r0, size_t r1) {
-  const size_t cols = f.k.cols;
-  if (f.g.br != 1 || f.g.bc != 16) return block_tile_amax(f.k, in, r0, r1, 0, cols, f.amax.data());
-  const size_t runs = cols / 16;
+// MX (float elements) and NVFP4 (not 4/6) with an element plan of that kind and blocks the loop
+// takes: 2^k >= 16 columns wide (a scale per block of a row: 1-D along rows, 2-D) or one column
+// wide (a scale per column: 1-D down columns).
+bool row_loop_applies(const BlockScaling& s, const Fast& f) {
+  const bool mx = s.scale_format == ScaleFormat::kE8M0 && s.rule != ScaleRule::kAmax && s.rule != ScaleRule::kNone;
+  const bool nv = s.rule == ScaleRule::kNvfp4 && !s.four_over_six;
+  if (!(mx || nv) || f.k.elem_factor != 1.0f || !row_element_plan(f)) return false;
+  const size_t bc = f.g.bc;
+  return bc == 1 || (bc >= 16 && (bc & (bc - 1)) == 0);
+}
+
+// The block maxima of rows [r0, r1) (r0 on a block-row); 1-D blocks along rows through run_amax.
+void row_maxima(Fast& f, const float* in, size_t r0, size_t r1) {
+  const size_t cols = f.k.cols, bc = f.g.bc;
+  if (f.g.br != 1 || bc % 16 != 0) return block_tile_amax(f.k, in, r0, r1, 0, cols, f.amax.data());
+  const size_t runs = cols / bc;
   for (size_t r = r0; r < r1; ++r) {
     uint32_t* a = f.amax.data() + r * f.g.nbc;
-    run16_amax(in + r * cols, runs, a);
+    run_amax(in + r * cols, runs, bc, a);
     if (runs < f.g.nbc) {  // the row's last block is short
       uint32_t m = 0;
-      for (size_t c = runs * 16; c < cols; ++c) m = std::max(m, std::bit_cast<uint32_t>(in[r * cols + c]) & 0x7fffffffu);
+      for (size_t c = runs * bc; c < cols; ++c) m = std::max(m, std::bit_cast<uint32_t>(in[r * cols + c]) & 0x7fffffffu);
       a[runs] = m;
     }
   }
 }
 
 // Block-rows of about a tile each, the unit of work of the maxima and element passes.
-std::vector<std::pair<size_t, size_t>> nvfp4_row_chunks(const Fast& f) {
+std::vector<std::pair<size_t, size_t>> row_chunks(const Fast& f) {
   const size_t rows = f.k.rows, cols = f.k.cols;
   const size_t k = std::max<size_t>(1, kTile / std::max<size_t>(cols * f.g.br, 1)) * f.g.br;
   std::vector<std::pair<size_t, size_t>> c;
@@ -387,18 +401,21 @@ std::vector<std::pair<size_t, size_t>> nvfp4_row_chunks(const Fast& f) {
   return c;
 }
 
-// The element pass of NVFP4 on the block arrays: whole chunks of rows through the specialised loop
-// (1x16 blocks over whole runs: one contiguous run of blocks), or row by row; a row whose blocks
-// are not all finite with a finite encode scale, or whose SR indices cross a stream boundary,
-// through the generic loop.
-void nvfp4_elements(Fast& f, const float* in, float* out, const std::vector<std::pair<size_t, size_t>>& chunks,
-                    const std::vector<uint8_t>& chunk_plain, BlockPassCounts* counts) {
+// The element pass on the block arrays: whole chunks of rows through the loop of
+// block_row_kernel.cpp (1-D blocks along rows filling whole rows: one contiguous run of blocks), or
+// row by row; a row whose blocks are not all finite with a finite encode scale, or whose SR
+// indices cross a stream boundary, through the generic loop.
+void row_elements(const BlockScaling& s, Fast& f, const float* in, float* out,
+                  const std::vector<std::pair<size_t, size_t>>& chunks, const std::vector<uint8_t>& chunk_plain,
+                  BlockPassCounts* counts) {
   const size_t rows = f.k.rows, cols = f.k.cols, nbc = f.g.nbc;
-  // Every encode scale is finite when the largest, that of the smallest E4M3 scale 2^-9, is (enc
-  // falls as the scale grows); it is not only for tensor amaxes below about 2^-117.
-  const bool enc_finite = 1.0f / (0x1p-9f * f.k.tensor_dec) <= FLT_MAX;
+  const bool nv = s.rule == ScaleRule::kNvfp4;
+  // MX encode scales are powers of two in range. NVFP4's are all finite when the largest, that of
+  // the smallest E4M3 scale 2^-9, is (enc falls as the scale grows): not only for tensor amaxes
+  // below about 2^-117.
+  const bool enc_finite = !nv || 1.0f / (0x1p-9f * f.k.tensor_dec) <= FLT_MAX;
   const bool sr = f.k.stochastic;
-  const bool contiguous = f.g.br == 1 && f.g.bc == 16 && cols % 16 == 0;
+  const bool contiguous = f.g.br == 1 && f.g.bc > 1 && cols % f.g.bc == 0;
   const bool big = rows * cols >= (size_t{1} << 15);
   uint64_t sat = 0, fl = 0, nf = 0;
 #pragma omp parallel if (big && chunks.size() > 1) reduction(+ : sat, fl, nf)
@@ -406,11 +423,13 @@ void nvfp4_elements(Fast& f, const float* in, float* out, const std::vector<std:
     std::vector<float> buf;
     BlockPassCounts c;
     BlockPassCounts* cp = counts ? &c : nullptr;
-    Nvfp4Row row;
-    row.tensor_dec = f.k.tensor_dec;
+    ElementRow row;
+    row.tensor_dec = nv ? f.k.tensor_dec : 1.0f;
+    row.element = *row_element_plan(f);
     row.stochastic = sr;
     row.sr_mask = f.plan.sr_mask;
     row.per_column = f.g.bc == 1;
+    row.block_shift = std::countr_zero(f.g.bc);
     // Rows [r0, r1) as one run of n elements; plain: their blocks are known to be finite.
     auto fast_run = [&](size_t r0, size_t r1, size_t n, bool plain) {
       const uint64_t index = f.k.index_base + r0 * cols;
@@ -428,7 +447,7 @@ void nvfp4_elements(Fast& f, const float* in, float* out, const std::vector<std:
       row.in = in + r0 * cols, row.out = out + r0 * cols, row.n = n;
       row.enc = f.enc.data() + b0, row.dec = f.dec.data() + b0;
       row.idx0 = static_cast<uint32_t>(index);
-      nvfp4_row_pass(row, cp);
+      element_row_pass(row, cp);
       return true;
     };
     auto generic_row = [&](size_t r) {
@@ -451,13 +470,14 @@ void nvfp4_elements(Fast& f, const float* in, float* out, const std::vector<std:
   if (counts) counts->saturated += sat, counts->flushed += fl, counts->nonfinite += nf;
 }
 
-// NVFP4 in three passes: every block's maximum (their largest finite one is the tensor amax), the
-// scales, then the element pass through the specialised loop. The generic fused pass read the
-// input twice as well (tensor amax, then the tile); what this saves is the generic loop's cost.
-// With signs (a random Hadamard transform of size 16 along the blocks' axis), the first pass
-// transforms each chunk into out and takes its maxima there while it is in cache, and the element
-// pass then runs in place on out.
-void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, BlockStats* stats, uint64_t index_base,
+// MX and NVFP4 in three passes: every block's maximum (for NVFP4 their largest finite one is the
+// tensor amax), the scales, then the element pass through the loop of block_row_kernel.cpp. For
+// NVFP4 the generic fused pass read the input twice as well (tensor amax, then the tile); for MX
+// it read it once, and the second read costs less than the generic loop's overhead. With signs (a
+// random Hadamard transform of size 16 along the blocks' axis), the first pass transforms each
+// chunk into out and takes its maxima there while it is in cache, and the element pass then runs
+// in place on out.
+void run_rows(const BlockScaling& s, Fast& f, const float* in, float* out, BlockStats* stats, uint64_t index_base,
                double tensor_amax, const double* signs) {
   f.k.plan = &f.plan;
   f.k.scale_plan = &f.scale_plan;
@@ -466,7 +486,7 @@ void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, Bloc
   f.k.inline_scales = false;
   const size_t rows = f.k.rows, cols = f.k.cols, n = rows * cols, nb = f.amax.size();
   const bool big = n >= (size_t{1} << 15);
-  const auto chunks = nvfp4_row_chunks(f);
+  const auto chunks = row_chunks(f);
   // Per chunk: the largest finite block maximum, and whether every block is finite.
   std::vector<uint32_t> chunk_max(chunks.size());
   std::vector<uint8_t> chunk_plain(chunks.size());
@@ -475,12 +495,12 @@ void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, Bloc
     const auto [r0, r1] = chunks[i];
     if (signs && f.g.br == 1) {
       rht16_runs(in + r0 * cols, out + r0 * cols, (r1 - r0) * cols / 16, signs);
-      nvfp4_maxima(f, out, r0, r1);
+      row_maxima(f, out, r0, r1);
     } else if (signs) {  // 16x1 blocks: each transformed column is a block, its maximum made there
       for (size_t r = r0; r < r1; r += 16)
         rht16_columns(in + r * cols, out + r * cols, cols, cols, signs, f.amax.data() + (r / 16) * f.g.nbc);
     } else {
-      nvfp4_maxima(f, in, r0, r1);
+      row_maxima(f, in, r0, r1);
     }
     const size_t b0 = (r0 / f.g.br) * f.g.nbc, b1 = ((r1 - 1) / f.g.br + 1) * f.g.nbc;
     bool nonfinite = false;
@@ -488,8 +508,9 @@ void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, Bloc
     chunk_plain[i] = !nonfinite;
   }
   const float* src = signs ? out : in;
+  const bool nv = s.rule == ScaleRule::kNvfp4;
   double t = tensor_amax;
-  if (t < 0) {
+  if (nv && t < 0) {
     uint32_t m = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       m = std::max(m, chunk_max[i]);
@@ -501,12 +522,15 @@ void run_nvfp4(const BlockScaling& s, Fast& f, const float* in, float* out, Bloc
     }
     t = std::bit_cast<float>(m);
   }
-  nvfp4_tensor_scale(f, t);
+  if (nv) nvfp4_tensor_scale(f, t);
 #pragma omp parallel for schedule(static) if (nb >= 4096)
-  for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 4096)
-    nvfp4_scales(f.k, f.amax.data() + i, std::min<size_t>(4096, nb - i), f.enc.data() + i, f.dec.data() + i);
+  for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 4096) {
+    const size_t m = std::min<size_t>(4096, nb - i);
+    if (nv) nvfp4_scales(f.k, f.amax.data() + i, m, f.enc.data() + i, f.dec.data() + i);
+    else block_scales(f.k, f.amax.data() + i, m, f.enc.data() + i, f.dec.data() + i);
+  }
   BlockPassCounts c;
-  nvfp4_elements(f, src, out, chunks, chunk_plain, stats ? &c : nullptr);
+  row_elements(s, f, src, out, chunks, chunk_plain, stats ? &c : nullptr);
   if (stats) {
     BlockStats st = fast_block_stats(s, f);
     st.elements = n;
@@ -589,7 +613,7 @@ bool fused_fake_quantize(const BlockScaling& s, const float* in, float* out, siz
                          BlockStats* stats, uint64_t index_base, double tensor_amax, double encode_scale) {
   std::optional<Fast> made = make_fast(s, rows, cols, encode_scale);
   if (!made) return false;
-  if (nvfp4_loop_applies(s, *made)) run_nvfp4(s, *made, in, out, stats, index_base, tensor_amax, nullptr);
+  if (row_loop_applies(s, *made)) run_rows(s, *made, in, out, stats, index_base, tensor_amax, nullptr);
   else run_fused(s, *made, in, out, rows, cols, stats, index_base, tensor_amax);
   keep_block_arrays(*made);
   return true;
@@ -599,11 +623,12 @@ bool fused_rht_fake_quantize(const BlockScaling& s, const double* signs, const f
                              size_t cols, BlockStats* stats, uint64_t index_base) {
   std::optional<Fast> made = make_fast(s, rows, cols, -1);
   if (!made) return false;
-  if (!nvfp4_loop_applies(s, *made) || made->g.br * made->g.bc != 16 || (s.axis == 1 ? cols : rows) % 16 != 0) {
+  if (s.rule != ScaleRule::kNvfp4 || !row_loop_applies(s, *made) || made->g.br * made->g.bc != 16 ||
+      (s.axis == 1 ? cols : rows) % 16 != 0) {
     keep_block_arrays(*made);
     return false;
   }
-  run_nvfp4(s, *made, in, out, stats, index_base, -1, signs);
+  run_rows(s, *made, in, out, stats, index_base, -1, signs);
   keep_block_arrays(*made);
   return true;
 }

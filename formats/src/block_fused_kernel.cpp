@@ -229,8 +229,9 @@ HWY_NOINLINE void GroupScales(const BlockKernelParams& p, const float* x, size_t
   StorePart(df, dv, blocks, d);
 }
 
-// Maxima of runs of 16 floats (NVFP4's 1x16 blocks), a group of lanes runs per LaneMaxima.
-HWY_NOINLINE void Run16Amax(const float* in, size_t runs, uint32_t* amax) {
+// Maxima of runs of `len` floats (1-D blocks along rows; len a multiple of 16), a group of lanes
+// runs per LaneMaxima.
+HWY_NOINLINE void RunAmax(const float* in, size_t runs, size_t len, uint32_t* amax) {
   const hn::ScalableTag<int32_t> di;
   const hn::RebindToFloat<decltype(di)> df;
   constexpr size_t N = hn::MaxLanes(di);
@@ -240,16 +241,16 @@ HWY_NOINLINE void Run16Amax(const float* in, size_t runs, uint32_t* amax) {
   for (; r + N <= runs; r += N) {
     hn::Vec<decltype(di)> m[N];
     for (size_t j = 0; j < N; ++j) {
-      const float* x = in + (r + j) * 16;
+      const float* x = in + (r + j) * len;
       auto v = hn::And(hn::BitCast(di, hn::LoadU(df, x)), abs);
-      for (size_t c = N; c < 16; c += N) v = hn::Max(v, hn::And(hn::BitCast(di, hn::LoadU(df, x + c)), abs));
+      for (size_t c = N; c < len; c += N) v = hn::Max(v, hn::And(hn::BitCast(di, hn::LoadU(df, x + c)), abs));
       m[j] = v;
     }
     hn::StoreU(LaneMaxima(di, m), di, reinterpret_cast<int32_t*>(amax + r));
   }
   for (; r < runs; ++r) {
     uint32_t a = 0;
-    for (size_t c = 0; c < 16; ++c) a = std::max(a, std::bit_cast<uint32_t>(in[r * 16 + c]) & 0x7fffffffu);
+    for (size_t c = 0; c < len; ++c) a = std::max(a, std::bit_cast<uint32_t>(in[r * len + c]) & 0x7fffffffu);
     amax[r] = a;
   }
 }
@@ -466,7 +467,7 @@ HWY_EXPORT(TileAmax);
 HWY_EXPORT(Scales);
 HWY_EXPORT(TileQuantize);
 HWY_EXPORT(FiniteAmax);
-HWY_EXPORT(Run16Amax);
+HWY_EXPORT(RunAmax);
 
 void block_tile_amax(const BlockKernelParams& p, const float* in, size_t r0, size_t r1, size_t c0,
                      size_t c1, uint32_t* amax) {
@@ -484,7 +485,9 @@ void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size
 
 uint32_t finite_amax_bits(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(FiniteAmax)(in, n); }
 
-void run16_amax(const float* in, size_t runs, uint32_t* amax) { HWY_DYNAMIC_DISPATCH(Run16Amax)(in, runs, amax); }
+void run_amax(const float* in, size_t runs, size_t len, uint32_t* amax) {
+  HWY_DYNAMIC_DISPATCH(RunAmax)(in, runs, len, amax);
+}
 
 }  // namespace precsim
 #endif  // HWY_ONCE

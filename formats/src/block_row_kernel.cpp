@@ -1,15 +1,18 @@
-// NVFP4's element pass as one specialised loop (Google Highway, every x86 target, picked at run
-// time): x * enc rounded to E2M1 (nearest-even or stochastic, saturating at 6), times the block's
-// E4M3 scale, times the tensor scale. The rounding is quantize_f32_round-inl.h's fixed-drop
-// nearest-even and stochastic paths written out for E2M1's constants (22 bits dropped at and above
-// 1, a quantum of 0.5 below), so no plan field is read per vector and nothing spills: the generic
-// loop of block_fused_kernel.cpp spent most of its time reloading its constants. block_fused.cpp
-// checks the element plan against these constants before it takes this path, and sends rows with
-// a NaN, Inf or infinite-scale block to the generic loop; tests/block_fused_test.cpp compares both
-// with the scalar reference on every compiled target.
+// The element pass of MX and NVFP4 blocks as one specialised loop (Google Highway, every x86
+// target, picked at run time): x * enc rounded to the element format (nearest-even or stochastic,
+// saturating), times the block's decode scale, times NVFP4's tensor scale (1 for MX). The rounding
+// is quantize_f32_round-inl.h's fixed-drop nearest-even and stochastic paths with the format's
+// constants held in registers for the whole row: the generic loop of block_fused_kernel.cpp read
+// its plan's fields per vector and reloaded spilled constants after every group's out-of-line
+// scale call, which cost NVFP4 most of its time. block_fused.cpp checks the element plan before it
+// takes this path (a format whose values at and above 2^emin all drop the same number of bits,
+// overflow to the largest value) and sends rows with a NaN, Inf or infinite-scale block to the
+// generic loop; tests/block_fused_test.cpp compares both with the scalar reference on every
+// compiled target. Also here: NVFP4's E4M3 block scales in one rounding run, and a summary of
+// block maxima.
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "../src/nvfp4_kernel.cpp"
+#define HWY_TARGET_INCLUDE "../src/block_row_kernel.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -40,23 +43,26 @@ HWY_INLINE void StoreTail(D d, hn::Vec<D> v, size_t count, float* out) {
 }
 
 template <bool kSr, bool kPerColumn, bool kCount>
-HWY_INLINE void RowLoop(const Nvfp4Row& r, BlockPassCounts& k) {
+HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
   using VU = hn::Vec<decltype(du)>;
-  static_assert(hn::MaxLanes(df) <= 16, "a vector must not span two blocks of 16");
   const size_t N = hn::Lanes(df);
+  const ElementPlan& e = r.element;
+  const int drop = e.drop;  // bits dropped at and above 2^emin
   const VU kSign = hn::Set(du, 0x80000000u);
-  const VU kDropMask = hn::Set(du, 0x3fffffu);          // 22 bits dropped at and above 1
-  const VU kHalfMinus1 = hn::Set(du, 0x1fffffu);
-  const VU kDropUnit = hn::Set(du, 0x400000u);
+  const VU kDropMask = hn::Set(du, (1u << drop) - 1);
+  const VU kHalfMinus1 = hn::Set(du, (1u << (drop - 1)) - 1);
+  const VU kDropUnit = hn::Set(du, 1u << drop);
   const VU kOneU = hn::Set(du, 1u);
-  const VU kSix = hn::Set(du, 0x40c00000u);             // 6.0: saturation
-  const auto kOneBits = hn::Set(di, 0x3f800000);        // 1.0: below it the quantum is 0.5
-  const auto kMagic = hn::Set(df, 0x1p22f);             // 2^(quantum exponent + 23)
-  const auto kTwo = hn::Set(df, 2.0f), kHalf = hn::Set(df, 0.5f), k2p16 = hn::Set(df, 65536.0f);
-  const auto kLim = hn::Set(df, 6.0f);
+  const VU kMax = hn::Set(du, e.max_bits);            // saturation
+  const auto kMinNormal = hn::Set(di, static_cast<int32_t>(e.min_normal_bits));  // 2^emin
+  const auto kMagic = hn::Set(df, e.magic);           // 2^(quantum exponent + 23)
+  const auto kInvQuantum = hn::Set(df, e.inv_quantum), kQuantum = hn::Set(df, e.quantum);
+  const auto k2p16 = hn::Set(df, 65536.0f);
+  const auto kLim = hn::Set(df, e.max_below);
+  const int shift = r.block_shift;
   const auto td = hn::Set(df, r.tensor_dec);
   const VU kSrMask = hn::Set(du, r.sr_mask), kK0 = hn::Set(du, r.k0), kK1 = hn::Set(du, r.k1);
   const VU kIota = hn::Iota(du, 0);
@@ -80,45 +86,45 @@ HWY_INLINE void RowLoop(const Nvfp4Row& r, BlockPassCounts& k) {
 
   auto one = [&](size_t i, size_t count, bool full) HWY_ATTR {
     const auto x = full ? hn::LoadU(df, r.in + i) : LoadTail(df, r.in + i, count);
-    hn::Vec<decltype(df)> e, d;
+    hn::Vec<decltype(df)> es, d;
     if constexpr (kPerColumn) {
-      e = full ? hn::LoadU(df, r.enc + i) : LoadTail(df, r.enc + i, count);
+      es = full ? hn::LoadU(df, r.enc + i) : LoadTail(df, r.enc + i, count);
       d = full ? hn::LoadU(df, r.dec + i) : LoadTail(df, r.dec + i, count);
     } else {
-      e = hn::Set(df, r.enc[i >> 4]);
-      d = hn::Set(df, r.dec[i >> 4]);
+      es = hn::Set(df, r.enc[i >> shift]);
+      d = hn::Set(df, r.dec[i >> shift]);
     }
-    const auto v = hn::Mul(x, e);
+    const auto v = hn::Mul(x, es);
     const VU u = hn::BitCast(du, v);
     const VU sign = hn::And(u, kSign);
     const VU a = hn::Xor(u, sign);
-    const auto below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kOneBits));
+    const auto below = hn::RebindMask(du, hn::Lt(hn::BitCast(di, a), kMinNormal));
     VU mag;
     if constexpr (!kSr) {
-      const VU odd = hn::And(hn::ShiftRight<22>(a), kOneU);
+      const VU odd = hn::And(hn::ShiftRightSame(a, drop), kOneU);
       mag = hn::AndNot(kDropMask, hn::Add(hn::Add(a, kHalfMinus1), odd));
       const VU small = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), kMagic), kMagic));
       mag = hn::IfThenElse(below, small, mag);
     } else {
-      // Below 1, kept and the dropped fraction from |v| / 0.5 in float arithmetic (exact), the
-      // fraction 16 bits at a time; at and above 1, the 22 dropped bits at the top of a word.
-      const auto z = hn::Mul(hn::BitCast(df, a), kTwo);
+      // Below 2^emin, kept and the dropped fraction from |v| / quantum in float arithmetic
+      // (exact), the fraction 16 bits at a time; at and above, the dropped bits at the top of a word.
+      const auto z = hn::Mul(hn::BitCast(df, a), kInvQuantum);
       const auto ki = hn::ConvertTo(di, z);
       const auto h = hn::Mul(hn::Sub(z, hn::ConvertTo(df, ki)), k2p16);
       const auto hi = hn::ConvertTo(di, h);
       const auto lo = hn::ConvertTo(di, hn::Mul(hn::Sub(h, hn::ConvertTo(df, hi)), k2p16));
-      const VU frac = hn::IfThenElse(below, hn::BitCast(du, hn::Or(hn::ShiftLeft<16>(hi), lo)), hn::ShiftLeft<10>(a));
+      const VU frac = hn::IfThenElse(below, hn::BitCast(du, hn::Or(hn::ShiftLeft<16>(hi), lo)), hn::ShiftLeftSame(a, 32 - drop));
       const auto fk = hn::BitCast(di, hn::Xor(hn::And(frac, kSrMask), kSign));
       const auto rk = hn::BitCast(di, hn::Xor(hn::And(random_bits(r.idx0 + static_cast<uint32_t>(i)), kSrMask), kSign));
       const VU up = hn::VecFromMask(du, hn::RebindMask(du, hn::Gt(fk, rk)));
       mag = hn::Add(hn::AndNot(kDropMask, a), hn::And(up, kDropUnit));
       const VU rounded = hn::Sub(hn::BitCast(du, ki), up);
-      const VU small = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, rounded)), kHalf));
+      const VU small = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, rounded)), kQuantum));
       mag = hn::IfThenElse(below, small, mag);
     }
-    mag = hn::Min(mag, kSix);
+    mag = hn::Min(mag, kMax);
     const auto q = hn::BitCast(df, hn::Or(mag, sign));
-    const auto y = hn::Mul(hn::Mul(q, d), td);  // q * d is exact; one rounding by the tensor scale
+    const auto y = hn::Mul(hn::Mul(q, d), td);  // q * d is exact; one rounding by the tensor scale (MX: 1)
     if (full) hn::StoreU(y, df, r.out + i);
     else StoreTail(df, y, count, r.out + i);
     if constexpr (kCount) {  // padding lanes are zeros: never saturated, never flushed
@@ -134,7 +140,7 @@ HWY_INLINE void RowLoop(const Nvfp4Row& r, BlockPassCounts& k) {
   k.flushed += flushed;
 }
 
-HWY_NOINLINE void Nvfp4RowPass(const Nvfp4Row& r, BlockPassCounts* counts) {
+HWY_NOINLINE void ElementRowPass(const ElementRow& r, BlockPassCounts* counts) {
   BlockPassCounts k;
   const int mode = (r.stochastic ? 4 : 0) + (r.per_column ? 2 : 0) + (counts ? 1 : 0);
   switch (mode) {
@@ -221,11 +227,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace precsim {
 
-HWY_EXPORT(Nvfp4RowPass);
+HWY_EXPORT(ElementRowPass);
 HWY_EXPORT(Nvfp4Scales);
 HWY_EXPORT(MaximaSummary);
 
-void nvfp4_row_pass(const Nvfp4Row& r, BlockPassCounts* counts) { HWY_DYNAMIC_DISPATCH(Nvfp4RowPass)(r, counts); }
+void element_row_pass(const ElementRow& r, BlockPassCounts* counts) { HWY_DYNAMIC_DISPATCH(ElementRowPass)(r, counts); }
 
 void nvfp4_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
   HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(p, amax, n, enc, dec);
