@@ -497,8 +497,12 @@ void run_rows(const BlockScaling& s, Fast& f, const float* in, float* out, Block
       rht16_runs(in + r0 * cols, out + r0 * cols, (r1 - r0) * cols / 16, signs);
       row_maxima(f, out, r0, r1);
     } else if (signs) {  // 16x1 blocks: each transformed column is a block, its maximum made there
-      for (size_t r = r0; r < r1; r += 16)
-        rht16_columns(in + r * cols, out + r * cols, cols, cols, signs, f.amax.data() + (r / 16) * f.g.nbc);
+      // The 16 rows copied into out first, in order, then transformed there in place: reading one
+      // array's 16 rows and writing another's, 32 interleaved streams, took a fifth longer.
+      for (size_t r = r0; r < r1; r += 16) {
+        if (in != out) std::memcpy(out + r * cols, in + r * cols, std::min<size_t>(16, rows - r) * cols * sizeof(float));
+        rht16_columns(out + r * cols, out + r * cols, cols, cols, signs, f.amax.data() + (r / 16) * f.g.nbc);
+      }
     } else {
       row_maxima(f, in, r0, r1);
     }
