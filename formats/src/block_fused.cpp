@@ -345,24 +345,13 @@ void run_fused(const BlockScaling& s, Fast& f, const float* in, float* out, size
   }
 }
 
-// The element plan of block_row_kernel.cpp's loop, where the element rounding is of its kind: the
-// paths of quantize_f32_round-inl.h it writes out (fixed-drop nearest-even; stochastic with the
-// float path below 2^emin), a signed format with -0 that saturates on overflow. nullopt otherwise.
-std::optional<ElementPlan> row_element_plan(const Fast& f) {
-  const F32Plan& p = f.plan;
+// Whether the element rounding is of the kind block_row_kernel.cpp's loop writes out: the paths of
+// quantize_f32_round-inl.h (fixed-drop nearest-even; stochastic with the float path below
+// 2^emin), a signed format with -0 that saturates on overflow.
+bool row_plan_fits(const F32Plan& p) {
   const bool sr = p.rounding == Rounding::kStochastic;
-  if (p.rounding != Rounding::kNearestEven && !(sr && p.sr_small_float)) return std::nullopt;
-  if (!p.fixed_drop || p.flush || !p.signed_zero || !p.is_signed || p.overflow_nonfinite || !p.overflow_result_signed)
-    return std::nullopt;
-  ElementPlan e;
-  e.drop = 23 - p.man_bits;
-  e.min_normal_bits = p.flush_below;
-  e.max_bits = p.max_bits;
-  e.magic = p.magic;
-  e.quantum = p.quantum;
-  e.inv_quantum = p.inv_quantum;
-  e.max_below = f.k.elem_max_below;
-  return e;
+  if (p.rounding != Rounding::kNearestEven && !(sr && p.sr_small_float)) return false;
+  return p.fixed_drop && !p.flush && p.signed_zero && p.is_signed && !p.overflow_nonfinite && p.overflow_result_signed;
 }
 
 // MX (float elements) and NVFP4 (not 4/6) with an element plan of that kind and blocks the loop
@@ -371,7 +360,7 @@ std::optional<ElementPlan> row_element_plan(const Fast& f) {
 bool row_loop_applies(const BlockScaling& s, const Fast& f) {
   const bool mx = s.scale_format == ScaleFormat::kE8M0 && s.rule != ScaleRule::kAmax && s.rule != ScaleRule::kNone;
   const bool nv = s.rule == ScaleRule::kNvfp4 && !s.four_over_six;
-  if (!(mx || nv) || f.k.elem_factor != 1.0f || !row_element_plan(f)) return false;
+  if (!(mx || nv) || f.k.elem_factor != 1.0f || !row_plan_fits(f.plan)) return false;
   const size_t bc = f.g.bc;
   return bc == 1 || (bc >= 16 && (bc & (bc - 1)) == 0);
 }
@@ -392,6 +381,11 @@ void row_maxima(Fast& f, const float* in, size_t r0, size_t r1) {
   }
 }
 
+// The blocks [first, second) of the block-rows holding rows [r0, r1) (r0 on a block-row).
+std::pair<size_t, size_t> row_blocks(const Fast& f, size_t r0, size_t r1) {
+  return {(r0 / f.g.br) * f.g.nbc, ((r1 - 1) / f.g.br + 1) * f.g.nbc};
+}
+
 // Block-rows of about a tile each, the unit of work of the maxima and element passes.
 std::vector<std::pair<size_t, size_t>> row_chunks(const Fast& f) {
   const size_t rows = f.k.rows, cols = f.k.cols;
@@ -408,7 +402,7 @@ std::vector<std::pair<size_t, size_t>> row_chunks(const Fast& f) {
 void row_elements(const BlockScaling& s, Fast& f, const float* in, float* out,
                   const std::vector<std::pair<size_t, size_t>>& chunks, const std::vector<uint8_t>& chunk_plain,
                   BlockPassCounts* counts) {
-  const size_t rows = f.k.rows, cols = f.k.cols, nbc = f.g.nbc;
+  const size_t rows = f.k.rows, cols = f.k.cols;
   const bool nv = s.rule == ScaleRule::kNvfp4;
   // MX encode scales are powers of two in range. NVFP4's are all finite when the largest, that of
   // the smallest E4M3 scale 2^-9, is (enc falls as the scale grows): not only for tensor amaxes
@@ -425,7 +419,8 @@ void row_elements(const BlockScaling& s, Fast& f, const float* in, float* out,
     BlockPassCounts* cp = counts ? &c : nullptr;
     ElementRow row;
     row.tensor_dec = nv ? f.k.tensor_dec : 1.0f;
-    row.element = *row_element_plan(f);
+    row.plan = &f.plan;
+    row.max_below = f.k.elem_max_below;
     row.stochastic = sr;
     row.sr_mask = f.plan.sr_mask;
     row.per_column = f.g.bc == 1;
@@ -438,12 +433,10 @@ void row_elements(const BlockScaling& s, Fast& f, const float* in, float* out,
         const SrStream st = make_sr_stream(f.k.sr_key, index >> 32);
         row.k0 = st.k0, row.k1 = st.k1;
       }
-      if (!plain) {
-        const size_t b0 = (r0 / f.g.br) * nbc, b1 = ((r1 - 1) / f.g.br + 1) * nbc;
+      const auto [b0, b1] = row_blocks(f, r0, r1);
+      if (!plain)
         for (size_t b = b0; b < b1; ++b)
           if (f.amax[b] >= kInfBits || !(f.enc[b] <= FLT_MAX)) return false;
-      }
-      const size_t b0 = (r0 / f.g.br) * nbc;
       row.in = in + r0 * cols, row.out = out + r0 * cols, row.n = n;
       row.enc = f.enc.data() + b0, row.dec = f.dec.data() + b0;
       row.idx0 = static_cast<uint32_t>(index);
@@ -506,9 +499,9 @@ void run_rows(const BlockScaling& s, Fast& f, const float* in, float* out, Block
     } else {
       row_maxima(f, in, r0, r1);
     }
-    const size_t b0 = (r0 / f.g.br) * f.g.nbc, b1 = ((r1 - 1) / f.g.br + 1) * f.g.nbc;
+    const auto [b0, b1] = row_blocks(f, r0, r1);
     bool nonfinite = false;
-    chunk_max[i] = maxima_summary(f.amax.data() + b0, b1 - b0, &nonfinite);
+    chunk_max[i] = finite_amax_bits(reinterpret_cast<const float*>(f.amax.data() + b0), b1 - b0, &nonfinite);
     chunk_plain[i] = !nonfinite;
   }
   const float* src = signs ? out : in;
@@ -520,7 +513,7 @@ void run_rows(const BlockScaling& s, Fast& f, const float* in, float* out, Block
       m = std::max(m, chunk_max[i]);
       if (chunk_plain[i]) continue;
       // Rare: the finite part of a block holding NaN or Inf.
-      const size_t b0 = (chunks[i].first / f.g.br) * f.g.nbc, b1 = ((chunks[i].second - 1) / f.g.br + 1) * f.g.nbc;
+      const auto [b0, b1] = row_blocks(f, chunks[i].first, chunks[i].second);
       for (size_t b = b0; b < b1; ++b)
         if (f.amax[b] >= kInfBits) m = std::max(m, std::bit_cast<uint32_t>(block_finite_amax(src, f, b)));
     }
@@ -528,11 +521,8 @@ void run_rows(const BlockScaling& s, Fast& f, const float* in, float* out, Block
   }
   if (nv) nvfp4_tensor_scale(f, t);
 #pragma omp parallel for schedule(static) if (nb >= 4096)
-  for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 4096) {
-    const size_t m = std::min<size_t>(4096, nb - i);
-    if (nv) nvfp4_scales(f.k, f.amax.data() + i, m, f.enc.data() + i, f.dec.data() + i);
-    else block_scales(f.k, f.amax.data() + i, m, f.enc.data() + i, f.dec.data() + i);
-  }
+  for (int64_t i = 0; i < static_cast<int64_t>(nb); i += 4096)
+    block_scales(f.k, f.amax.data() + i, std::min<size_t>(4096, nb - i), f.enc.data() + i, f.dec.data() + i);
   BlockPassCounts c;
   row_elements(s, f, src, out, chunks, chunk_plain, stats ? &c : nullptr);
   if (stats) {

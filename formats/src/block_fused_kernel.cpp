@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "block_kernel.h"
@@ -28,15 +29,6 @@ constexpr uint32_t kInfBits = 0x7f800000u;
 constexpr uint32_t kNanBits = 0x7fc00000u;
 
 inline uint32_t mag_bits(float x) { return std::bit_cast<uint32_t>(x) & kAbsMask; }
-
-// count floats from p (count <= lanes), zeros beyond.
-template <class D>
-HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
-  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
-  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
-  std::copy_n(p, std::min(count, hn::MaxLanes(d)), b);  // the min: GCC's bounds warning on one lane
-  return hn::Load(d, b);
-}
 
 HWY_NOINLINE void TileAmax(const BlockKernelParams& p, const float* in, size_t r0, size_t r1,
                            size_t c0, size_t c1, uint32_t* amax) {
@@ -132,22 +124,35 @@ HWY_INLINE void MxScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& en
 
 // NVFP4 (block_plan.cpp nvfp4_scale): the E4M3 block scale sv = RNE_sat(amax / 6 * s_enc), all
 // in FP32; enc = 1 / (sv * s_dec); a zero sv gives enc 0 and dec 0, a non-finite block enc 0
-// and dec NaN. dec holds sv; the tensor scale multiplies in the element pass.
-template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
-HWY_INLINE void NvScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& enc, VF& dec) {
+// and dec NaN. dec holds sv; the tensor scale multiplies in the element pass. NvScaleInput is
+// what the E4M3 rounding takes (0 for a non-finite block), NvScaleOutput makes enc and dec of
+// its result; NvScale does the three for one vector.
+template <class DI>
+HWY_INLINE hn::Vec<hn::RebindToFloat<DI>> NvScaleInput(const BlockKernelParams& p, DI di, hn::Vec<DI> a) {
   const hn::RebindToFloat<DI> df;
   const auto nonfinite = hn::RebindMask(df, hn::Gt(a, hn::Set(di, 0x7f7fffff)));
-  const auto x = hn::Mul(hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)), hn::Set(df, p.tensor_enc));
-  VF s = hn::Zero(df);
-  Counts unused{};
-  // The scale plan is E4M3 with nearest-even rounding and saturation (block_fused.cpp).
-  RoundRun<Rounding::kNearestEven, false>(
-      *p.scale_plan, 0, 0, hn::Lanes(df), 0, unused,
-      [&](size_t, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { return hn::IfThenZeroElse(nonfinite, x); },
-      [&](size_t, VF r, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { s = r; });
+  return hn::IfThenZeroElse(nonfinite, hn::Mul(hn::Div(hn::BitCast(df, a), hn::Set(df, 6.0f)), hn::Set(df, p.tensor_enc)));
+}
+
+template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
+HWY_INLINE void NvScaleOutput(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF s, VF& enc, VF& dec) {
+  const hn::RebindToFloat<DI> df;
+  const auto nonfinite = hn::RebindMask(df, hn::Gt(a, hn::Set(di, 0x7f7fffff)));
   const auto zero = hn::Or(nonfinite, hn::Eq(s, hn::Zero(df)));
   enc = hn::IfThenZeroElse(zero, hn::Div(hn::Set(df, 1.0f), hn::Mul(s, hn::Set(df, p.tensor_dec))));
   dec = hn::IfThenElse(nonfinite, hn::BitCast(df, hn::Set(di, static_cast<int32_t>(kNanBits))), s);
+}
+
+template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
+HWY_INLINE void NvScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF& enc, VF& dec) {
+  const auto x = NvScaleInput(p, di, a);
+  VF s = hn::Zero(hn::RebindToFloat<DI>());
+  Counts unused{};
+  // The scale plan is E4M3 with nearest-even rounding and saturation (block_fused.cpp).
+  RoundRun<Rounding::kNearestEven, false>(
+      *p.scale_plan, 0, 0, hn::Lanes(di), 0, unused, [&](size_t, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { return x; },
+      [&](size_t, VF r, size_t) HWY_ATTR PRECSIM_INLINE_LAMBDA { s = r; });
+  NvScaleOutput(p, di, a, s, enc, dec);
 }
 
 template <class DI, class VF = hn::Vec<hn::RebindToFloat<DI>>>
@@ -156,25 +161,36 @@ HWY_INLINE void BlockScale(const BlockKernelParams& p, DI di, hn::Vec<DI> a, VF&
   else MxScale(p, di, a, enc, dec);
 }
 
-// The first n lanes of v to out (n <= lanes).
-template <class D, typename T>
-HWY_INLINE void StorePart(D d, hn::Vec<D> v, size_t n, T* out) {
-  if (n == hn::Lanes(d)) return hn::StoreU(v, d, out);
-  HWY_ALIGN T b[hn::MaxLanes(d)];
-  hn::Store(v, d, b);
-  std::copy_n(b, std::min(n, hn::MaxLanes(d)), out);
-}
-
+// NVFP4's scales go through one rounding run over the whole array, so that the E4M3 rounding's
+// constants are set once rather than per vector.
 HWY_NOINLINE void Scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
   const hn::ScalableTag<int32_t> di;
   const hn::RebindToFloat<decltype(di)> df;
+  using VF = hn::Vec<decltype(df)>;
   const size_t N = hn::Lanes(di);
+  auto load = [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+    if (count == N) return hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i));
+    HWY_ALIGN int32_t a[hn::MaxLanes(di)] = {};  // zeros beyond
+    std::copy_n(reinterpret_cast<const int32_t*>(amax + i), std::min(count, hn::MaxLanes(di)), a);
+    return hn::Load(di, a);
+  };
+  if (p.rule == ScaleRule::kNvfp4) {
+    Counts unused{};
+    RoundRun<Rounding::kNearestEven, false>(
+        *p.scale_plan, 0, 0, n, 0, unused,
+        [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA { return NvScaleInput(p, di, load(i, count)); },
+        [&](size_t i, VF sv, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
+          VF e, d;
+          NvScaleOutput(p, di, load(i, count), sv, e, d);
+          StorePart(df, e, count, enc + i);
+          StorePart(df, d, count, dec + i);
+        });
+    return;
+  }
   for (size_t i = 0; i < n; i += N) {
     const size_t k = std::min(N, n - i);
-    HWY_ALIGN int32_t a[hn::MaxLanes(di)] = {};  // the tail through the same code, padded
-    std::copy_n(reinterpret_cast<const int32_t*>(amax + i), k, a);
-    hn::Vec<decltype(df)> e, d;
-    BlockScale(p, di, hn::Load(di, a), e, d);
+    VF e, d;
+    MxScale(p, di, load(i, k), e, d);
     StorePart(df, e, k, enc + i);
     StorePart(df, d, k, dec + i);
   }
@@ -436,23 +452,30 @@ HWY_NOINLINE void TileQuantize(const BlockKernelParams& p, const BlockTileIo& io
   }
 }
 
-HWY_NOINLINE uint32_t FiniteAmax(const float* in, size_t n) {
+HWY_NOINLINE uint32_t FiniteAmax(const float* in, size_t n, bool* nonfinite) {
   const hn::ScalableTag<int32_t> di;
   const hn::RebindToFloat<decltype(di)> df;
   const size_t N = hn::Lanes(di);
   const auto abs = hn::Set(di, static_cast<int32_t>(kAbsMask));
   const auto last = hn::Set(di, 0x7f7fffff);
-  auto m = hn::Zero(di);
+  auto m = hn::Zero(di), bad = hn::Zero(di);
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto a = hn::And(hn::BitCast(di, hn::LoadU(df, in + i)), abs);
-    m = hn::Max(m, hn::IfThenZeroElse(hn::Gt(a, last), a));
+    const auto over = hn::Gt(a, last);
+    m = hn::Max(m, hn::IfThenZeroElse(over, a));
+    bad = hn::Or(bad, hn::VecFromMask(di, over));
   }
   uint32_t r = static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
+  bool nf = !hn::AllTrue(di, hn::Eq(bad, hn::Zero(di)));
   for (; i < n; ++i) {
-    const uint32_t a = mag_bits(in[i]);
+    uint32_t bits;  // copied: callers pass block maxima (uint32_t) as well as floats
+    std::memcpy(&bits, in + i, sizeof bits);
+    const uint32_t a = bits & kAbsMask;
     if (a < kInfBits) r = std::max(r, a);
+    else nf = true;
   }
+  if (nonfinite) *nonfinite = nf;
   return r;
 }
 
@@ -483,7 +506,9 @@ void block_tile_quantize(const BlockKernelParams& p, const BlockTileIo& io, size
   HWY_DYNAMIC_DISPATCH(TileQuantize)(p, io, r0, r1, c0, c1);
 }
 
-uint32_t finite_amax_bits(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(FiniteAmax)(in, n); }
+uint32_t finite_amax_bits(const float* in, size_t n, bool* nonfinite) {
+  return HWY_DYNAMIC_DISPATCH(FiniteAmax)(in, n, nonfinite);
+}
 
 void run_amax(const float* in, size_t runs, size_t len, uint32_t* amax) {
   HWY_DYNAMIC_DISPATCH(RunAmax)(in, runs, len, amax);

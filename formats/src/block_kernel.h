@@ -139,25 +139,17 @@ bool fused_rht_fake_quantize(const BlockScaling& s, const double* signs, const f
 bool fused_block_codes(const BlockScaling& s, const float* in, size_t rows, size_t cols, uint64_t index_base,
                        double tensor_amax, std::vector<uint8_t>& codes, BlockPacked& out);
 
-// Largest finite |x| of n values (NaN and Inf ignored), as float bits.
-uint32_t finite_amax_bits(const float* in, size_t n);
-
-// The element format as block_row_kernel.cpp's loop rounds it: every value at and above 2^emin
-// (min_normal_bits) drops `drop` bits, below it the quantum is `quantum` (magic = 2^(quantum
-// exponent + 23) for nearest-even), magnitudes above max_bits saturate to it, -0 is kept.
-// block_fused.cpp derives it from the element's F32Plan where the plan is of that kind.
-struct ElementPlan {
-  int drop = 0;
-  uint32_t min_normal_bits = 0, max_bits = 0;
-  float magic = 0, quantum = 0, inv_quantum = 0;
-  float max_below = 0;  // the largest float <= the largest value: |scaled| above it saturates
-};
+// Largest finite |x| of n values (NaN and Inf ignored), as float bits; with nonfinite, whether
+// any value is NaN or Inf. Block maxima (|x| bits) may be passed as they are.
+uint32_t finite_amax_bits(const float* in, size_t n, bool* nonfinite = nullptr);
 
 // One row (or a run of whole rows) of MX or NVFP4's element pass in the loop of
 // block_row_kernel.cpp: nearest-even or stochastic rounding (sr_bits at idx0 + i in the stream of
-// k0, k1; the run must not cross a multiple of 2^32). Every block of the run must be finite with a
-// finite enc (others take the generic loop). enc and dec: one per 2^block_shift elements (at least
-// a vector's lanes), or one per element (per_column).
+// k0, k1; the run must not cross a multiple of 2^32) by an element plan of the kind
+// block_fused.cpp checks (every value at and above 2^emin drops the same number of bits, the
+// stochastic path's float arithmetic below it, saturation, -0 kept). Every block of the run must
+// be finite with a finite enc (others take the generic loop). enc and dec: one per 2^block_shift
+// elements (at least a vector's lanes), or one per element (per_column).
 struct ElementRow {
   const float* in = nullptr;
   float* out = nullptr;  // may alias in
@@ -167,17 +159,13 @@ struct ElementRow {
   bool per_column = false;
   int block_shift = 4;
   float tensor_dec = 1;  // NVFP4's; 1 for MX
-  ElementPlan element;
+  const F32Plan* plan = nullptr;
+  float max_below = 0;  // the largest float <= the largest element value: |scaled| above saturates
   bool stochastic = false;
   uint32_t k0 = 0, k1 = 0, sr_mask = 0, idx0 = 0;
 };
 // Adds saturated and flushed elements to counts when it is not null.
 void element_row_pass(const ElementRow& r, BlockPassCounts* counts);
-
-// block_scales for NVFP4 (p.scale_plan, tensor_enc and tensor_dec set), faster on long arrays.
-void nvfp4_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec);
-// The largest finite value of n block maxima, and whether any is NaN or Inf.
-uint32_t maxima_summary(const uint32_t* amax, size_t n, bool* nonfinite);
 
 // Largest |x| bits of each of `runs` consecutive runs of `len` floats, len a multiple of 16 (NaN
 // and Inf above every finite value, as block maxima).

@@ -8,8 +8,7 @@
 // takes this path (a format whose values at and above 2^emin all drop the same number of bits,
 // overflow to the largest value) and sends rows with a NaN, Inf or infinite-scale block to the
 // generic loop; tests/block_fused_test.cpp compares both with the scalar reference on every
-// compiled target. Also here: NVFP4's E4M3 block scales in one rounding run, and a summary of
-// block maxima.
+// compiled target.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "../src/block_row_kernel.cpp"
@@ -27,21 +26,6 @@ namespace precsim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// count floats from p (count <= lanes), zeros beyond.
-template <class D>
-HWY_INLINE hn::Vec<D> LoadTail(D d, const float* p, size_t count) {
-  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
-  std::copy_n(p, std::min(count, hn::MaxLanes(d)), b);
-  return hn::Load(d, b);
-}
-
-template <class D>
-HWY_INLINE void StoreTail(D d, hn::Vec<D> v, size_t count, float* out) {
-  HWY_ALIGN float b[hn::MaxLanes(d)];
-  hn::Store(v, d, b);
-  std::copy_n(b, std::min(count, hn::MaxLanes(d)), out);
-}
-
 template <bool kSr, bool kPerColumn, bool kCount>
 HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
   const hn::ScalableTag<float> df;
@@ -49,19 +33,19 @@ HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
   const hn::RebindToSigned<decltype(df)> di;
   using VU = hn::Vec<decltype(du)>;
   const size_t N = hn::Lanes(df);
-  const ElementPlan& e = r.element;
-  const int drop = e.drop;  // bits dropped at and above 2^emin
+  const F32Plan& e = *r.plan;
+  const int drop = 23 - e.man_bits;  // bits dropped at and above 2^emin
   const VU kSign = hn::Set(du, 0x80000000u);
   const VU kDropMask = hn::Set(du, (1u << drop) - 1);
   const VU kHalfMinus1 = hn::Set(du, (1u << (drop - 1)) - 1);
   const VU kDropUnit = hn::Set(du, 1u << drop);
   const VU kOneU = hn::Set(du, 1u);
   const VU kMax = hn::Set(du, e.max_bits);            // saturation
-  const auto kMinNormal = hn::Set(di, static_cast<int32_t>(e.min_normal_bits));  // 2^emin
+  const auto kMinNormal = hn::Set(di, static_cast<int32_t>(e.flush_below));  // 2^emin
   const auto kMagic = hn::Set(df, e.magic);           // 2^(quantum exponent + 23)
   const auto kInvQuantum = hn::Set(df, e.inv_quantum), kQuantum = hn::Set(df, e.quantum);
   const auto k2p16 = hn::Set(df, 65536.0f);
-  const auto kLim = hn::Set(df, e.max_below);
+  const auto kLim = hn::Set(df, r.max_below);
   const int shift = r.block_shift;
   const auto td = hn::Set(df, r.tensor_dec);
   const VU kSrMask = hn::Set(du, r.sr_mask), kK0 = hn::Set(du, r.k0), kK1 = hn::Set(du, r.k1);
@@ -84,12 +68,12 @@ HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
     return x;
   };
 
-  auto one = [&](size_t i, size_t count, bool full) HWY_ATTR {
-    const auto x = full ? hn::LoadU(df, r.in + i) : LoadTail(df, r.in + i, count);
+  auto one = [&](size_t i, size_t count) HWY_ATTR {
+    const auto x = LoadPart(df, r.in + i, count);
     hn::Vec<decltype(df)> es, d;
     if constexpr (kPerColumn) {
-      es = full ? hn::LoadU(df, r.enc + i) : LoadTail(df, r.enc + i, count);
-      d = full ? hn::LoadU(df, r.dec + i) : LoadTail(df, r.dec + i, count);
+      es = LoadPart(df, r.enc + i, count);
+      d = LoadPart(df, r.dec + i, count);
     } else {
       es = hn::Set(df, r.enc[i >> shift]);
       d = hn::Set(df, r.dec[i >> shift]);
@@ -125,8 +109,7 @@ HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
     mag = hn::Min(mag, kMax);
     const auto q = hn::BitCast(df, hn::Or(mag, sign));
     const auto y = hn::Mul(hn::Mul(q, d), td);  // q * d is exact; one rounding by the tensor scale (MX: 1)
-    if (full) hn::StoreU(y, df, r.out + i);
-    else StoreTail(df, y, count, r.out + i);
+    StorePart(df, y, count, r.out + i);
     if constexpr (kCount) {  // padding lanes are zeros: never saturated, never flushed
       sat += hn::CountTrue(df, hn::Gt(hn::Abs(v), kLim));
       const auto xa = hn::BitCast(di, hn::Abs(x));
@@ -134,8 +117,8 @@ HWY_INLINE void RowLoop(const ElementRow& r, BlockPassCounts& k) {
     }
   };
   size_t i = 0;
-  for (; i + N <= r.n; i += N) one(i, N, true);
-  if (i < r.n) one(i, r.n - i, false);
+  for (; i + N <= r.n; i += N) one(i, N);
+  if (i < r.n) one(i, r.n - i);
   k.saturated += sat;
   k.flushed += flushed;
 }
@@ -159,67 +142,6 @@ HWY_NOINLINE void ElementRowPass(const ElementRow& r, BlockPassCounts* counts) {
   }
 }
 
-// The largest finite value of n block maxima (|x| bits), and whether any is NaN or Inf.
-HWY_NOINLINE uint32_t MaximaSummary(const uint32_t* amax, size_t n, bool* nonfinite) {
-  const hn::ScalableTag<int32_t> di;
-  const size_t N = hn::Lanes(di);
-  const auto last = hn::Set(di, 0x7f7fffff);
-  auto m = hn::Zero(di), bad = hn::Zero(di);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto a = hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i));
-    const auto over = hn::Gt(a, last);
-    m = hn::Max(m, hn::IfThenZeroElse(over, a));
-    bad = hn::Or(bad, hn::VecFromMask(di, over));
-  }
-  uint32_t r = static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
-  bool nf = !hn::AllTrue(di, hn::Eq(bad, hn::Zero(di)));
-  for (; i < n; ++i) {
-    if (amax[i] > 0x7f7fffffu) nf = true;
-    else r = std::max(r, amax[i]);
-  }
-  *nonfinite = nf;
-  return r;
-}
-
-// NVFP4 scales of n blocks from their maxima (block_fused_kernel.cpp's NvScale, the reference's
-// nvfp4_scale): sv = E4M3 (nearest-even, saturating) of amax / 6 * s_enc in FP32, enc =
-// 1 / (sv * s_dec), dec = sv; a zero sv gives enc 0 and dec 0, a NaN or Inf block enc 0 and dec
-// NaN. One rounding run over the whole array, so the rounding's constants are set once.
-HWY_NOINLINE void Nvfp4Scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const auto six = hn::Set(df, 6.0f), tenc = hn::Set(df, p.tensor_enc), tdec = hn::Set(df, p.tensor_dec);
-  const auto one = hn::Set(df, 1.0f);
-  const auto last_finite = hn::Set(di, 0x7f7fffff);
-  const auto nan = hn::BitCast(df, hn::Set(di, 0x7fc00000));
-  auto load = [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-    return count == hn::Lanes(di) ? hn::LoadU(di, reinterpret_cast<const int32_t*>(amax + i))
-                                  : hn::BitCast(di, LoadTail(df, reinterpret_cast<const float*>(amax + i), count));
-  };
-  Counts unused{};
-  RoundRun<Rounding::kNearestEven, false>(
-      *p.scale_plan, 0, 0, n, 0, unused,
-      [&](size_t i, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-        const auto a = load(i, count);
-        const auto nonfinite = hn::RebindMask(df, hn::Gt(a, last_finite));
-        return hn::IfThenZeroElse(nonfinite, hn::Mul(hn::Div(hn::BitCast(df, a), six), tenc));
-      },
-      [&](size_t i, hn::Vec<decltype(df)> sv, size_t count) HWY_ATTR PRECSIM_INLINE_LAMBDA {
-        const auto nonfinite = hn::RebindMask(df, hn::Gt(load(i, count), last_finite));
-        const auto zero = hn::Or(nonfinite, hn::Eq(sv, hn::Zero(df)));
-        const auto e = hn::IfThenZeroElse(zero, hn::Div(one, hn::Mul(sv, tdec)));
-        const auto d = hn::IfThenElse(nonfinite, nan, sv);
-        if (count == hn::Lanes(df)) {
-          hn::StoreU(e, df, enc + i);
-          hn::StoreU(d, df, dec + i);
-        } else {
-          StoreTail(df, e, count, enc + i);
-          StoreTail(df, d, count, dec + i);
-        }
-      });
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace precsim
 HWY_AFTER_NAMESPACE();
@@ -228,18 +150,8 @@ HWY_AFTER_NAMESPACE();
 namespace precsim {
 
 HWY_EXPORT(ElementRowPass);
-HWY_EXPORT(Nvfp4Scales);
-HWY_EXPORT(MaximaSummary);
 
 void element_row_pass(const ElementRow& r, BlockPassCounts* counts) { HWY_DYNAMIC_DISPATCH(ElementRowPass)(r, counts); }
-
-void nvfp4_scales(const BlockKernelParams& p, const uint32_t* amax, size_t n, float* enc, float* dec) {
-  HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(p, amax, n, enc, dec);
-}
-
-uint32_t maxima_summary(const uint32_t* amax, size_t n, bool* nonfinite) {
-  return HWY_DYNAMIC_DISPATCH(MaximaSummary)(amax, n, nonfinite);
-}
 
 }  // namespace precsim
 #endif  // HWY_ONCE

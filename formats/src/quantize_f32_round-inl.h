@@ -13,6 +13,8 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
+
 #include "quantize_f32_plan.h"
 
 // Each step of the rounding inlines into the loop of its caller, which passes vectors in
@@ -25,6 +27,24 @@ HWY_BEFORE_NAMESPACE();
 namespace precsim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// count floats from p (count <= lanes), zeros beyond.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
+  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+  HWY_ALIGN float b[hn::MaxLanes(d)] = {};
+  std::copy_n(p, std::min(count, hn::MaxLanes(d)), b);  // the min: GCC's bounds warning on one lane
+  return hn::Load(d, b);
+}
+
+// The first n lanes of v to out (n <= lanes).
+template <class D, typename T>
+HWY_INLINE void StorePart(D d, hn::Vec<D> v, size_t n, T* out) {
+  if (n == hn::Lanes(d)) return hn::StoreU(v, d, out);
+  HWY_ALIGN T b[hn::MaxLanes(d)];
+  hn::Store(v, d, b);
+  std::copy_n(b, std::min(n, hn::MaxLanes(d)), out);
+}
 
 // Counts in QuantStats order after `count`: inexact, underflow, subnormal, overflow, saturated, nan.
 using Counts = uint64_t[6];

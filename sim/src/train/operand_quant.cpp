@@ -72,6 +72,14 @@ OperandQuantizer::OperandQuantizer(const OperandSpec& spec, int amax_history_len
   if (spec.scaling != Scaling::kNone) scheme_ = parse_block_scaling(operand_scheme(spec, margin));
 }
 
+BlockScaling OperandQuantizer::scheme_for(int axis, const SrKey& key) const {
+  BlockScaling s = *scheme_;
+  s.axis = axis;
+  s.element_options.rounding = spec_.fmt.rounding;
+  s.element_options.sr_key = key;
+  return s;
+}
+
 Format OperandQuantizer::apply(std::span<const float> in, std::span<float> out, size_t rows, size_t cols, int axis,
                                const SrKey& key, QuantStats* stats, std::shared_ptr<DelayedScaling>* delayed) const {
   const OperandSpec& spec = spec_;
@@ -89,10 +97,7 @@ Format OperandQuantizer::apply(std::span<const float> in, std::span<float> out, 
     quantize(spec.fmt.format, in, out, o, stats);
     return spec.fmt.format;
   }
-  BlockScaling s = *scheme_;
-  s.axis = axis;
-  s.element_options.rounding = spec.fmt.rounding;
-  s.element_options.sr_key = key;
+  const BlockScaling s = scheme_for(axis, key);
   BlockStats bs;
   if (spec.scaling == Scaling::kTensorDelayed) {
     if (!*delayed) *delayed = std::make_shared<DelayedScaling>(s.max_elem(), history_len_, DelayedScaling::Algo::kMax, margin_);
@@ -113,10 +118,7 @@ Format OperandQuantizer::apply_transformed(std::span<const double> signs, std::s
     random_hadamard_transform(in, t, rows, cols, axis, signs);
     return apply(t, out, rows, cols, axis, key, stats, delayed);
   }
-  BlockScaling s = *scheme_;
-  s.axis = axis;
-  s.element_options.rounding = spec_.fmt.rounding;
-  s.element_options.sr_key = key;
+  const BlockScaling s = scheme_for(axis, key);
   BlockStats bs;
   rht_block_fake_quantize(s, signs, in, out, rows, cols, &bs);
   add_block_stats(stats, bs);
@@ -127,10 +129,7 @@ void OperandQuantizer::apply_codes(std::span<const float> in, size_t rows, size_
                                    InstructionOperand& out) const {
   if (spec_.scaling != Scaling::kMx && spec_.scaling != Scaling::kNvfp4)
     throw std::logic_error("OperandQuantizer::apply_codes: MX and NVFP4 operands only");
-  BlockScaling s = *scheme_;
-  s.axis = axis;
-  s.element_options.rounding = spec_.fmt.rounding;
-  s.element_options.sr_key = key;
+  const BlockScaling s = scheme_for(axis, key);
   const BlockPacked p = block_quantize(s, in, rows, cols);
   const Format& f = s.element;
   if (f.bits() > 8) throw std::logic_error("OperandQuantizer::apply_codes: elements wider than a byte");

@@ -62,6 +62,9 @@ class OperandQuantizer {
   const BlockScaling* scheme() const { return scheme_ ? &*scheme_ : nullptr; }
 
  private:
+  // The block scheme along `axis` with the operand's rounding and SR key.
+  BlockScaling scheme_for(int axis, const SrKey& key) const;
+
   OperandSpec spec_;
   int history_len_ = 1024;
   int margin_ = 0;
