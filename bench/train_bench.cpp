@@ -18,7 +18,7 @@ constexpr int kIn = 512, kOut = 10, kBatch = 256;
 
 void step_bench(benchmark::State& state, const std::string& preset, const std::string& accum) {
   Recipe r = recipe_preset(preset);
-  for (GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) g->accum = accum;
+  for (GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) g->accum = accum_spec(accum);
   MlpConfig mc;
   mc.hidden = {1024, 1024};
   const MlpLayout l = make_mlp_layout(mc, kIn, kOut);

@@ -56,7 +56,7 @@ void run_steps(benchmark::State& state, TransformerTrainer<T>& tr, RunState<T>& 
 void step_bench(benchmark::State& state, const std::string& preset, const std::string& accum) {
   const Shape sh;
   Recipe r = recipe_preset(preset);
-  for (GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) g->accum = accum;
+  for (GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) g->accum = accum_spec(accum);
   OptimizerConfig opt;
   TransformerTrainer<float> tr(sh.layout, &r, opt, 1, 1 << 20);
   RunState<float> s = tr.init_state(init_transformer(sh.layout, sh.model, 1));

@@ -20,6 +20,7 @@
 #include "precsim/sim/data/data.h"
 #include "precsim/sim/experiment/attribution.h"
 #include "precsim/sim/experiment/recipe_search.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {

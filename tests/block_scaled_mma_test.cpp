@@ -122,16 +122,16 @@ TEST(BlockScaledMma, RefusesWhatTheInstructionCannotTake) {
 TEST(BlockScaledMma, RecipeGemmsTakeThemOnlyWithBlockScaledOperands) {
   // A recipe's GEMM hands them codes and scales (block_scaled_recipe_test); FP32 operands have none.
   GemmSpec spec;
-  spec.accum = "b200-mxf4nvf4";
+  spec.accum = accum_spec("b200-mxf4nvf4");
   try {
     RecipeGemm g(GemmPass::kForward, spec, 1, 0);
-    FAIL() << "a recipe GEMM took " << spec.accum << " with FP32 operands";
+    FAIL() << "a recipe GEMM took " << spec.accum.spec << " with FP32 operands";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("gemm.forward.a: accumulation model 'b200-mxf4nvf4' applies block scales inside "
                                          "the instruction and takes block-scaled operands"),
               std::string::npos) << e.what();
   }
-  spec.accum = "b200-fp8-f16acc";
+  spec.accum = accum_spec("b200-fp8-f16acc");
   EXPECT_NO_THROW(RecipeGemm(GemmPass::kForward, spec, 1, 0));
 }
 

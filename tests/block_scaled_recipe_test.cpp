@@ -19,6 +19,7 @@
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {
@@ -90,7 +91,7 @@ void expect_gemm_on_codes(const Recipe& r, const std::string& accum) {
                 {r.wgrad, out, in, rows, true, false, dy.data(), x.data()}};
   for (int i = 0; i < 3; ++i) {
     Call& cl = calls[i];
-    cl.spec.accum = accum;
+    cl.spec.accum = accum_spec(accum);
     SCOPED_TRACE(accum + " pass " + std::to_string(i));
     RecipeGemm g(static_cast<GemmPass>(i), cl.spec, 16, 0);
     GemmArgs args;

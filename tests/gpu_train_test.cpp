@@ -17,6 +17,7 @@
 #include "precsim/sim/hw/gpu_train.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/recipe_json.h"
 #include "../support/cli_run.h"
 
 namespace precsim {

@@ -14,6 +14,7 @@
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_gemm.h"
 #include "precsim/sim/train/recipe_parts.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {

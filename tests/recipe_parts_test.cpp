@@ -4,12 +4,15 @@
 // with the valid ones listed.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_parts.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {
@@ -176,6 +179,99 @@ TEST(RecipeParts, NvfpSwitchesFollowTheOperandsAMixGives) {
   EXPECT_TRUE(only_g.block.sr_gradients);
   EXPECT_EQ(only_g.dgrad.a.fmt.rounding, Rounding::kStochastic);
   EXPECT_EQ(only_g.dgrad.b.fmt.name, "fp32");
+}
+
+// The recipe algebra's meaning, written as the JSON merge patch it is defined by: the base's keys,
+// the donor's keys of the groups (role_patch) merged over them, the NVFP4 / MX switches turned off
+// where the operands they act on are no longer NVFP4 (MX), and the whole object read back. The
+// typed mix_recipe must give the same recipe, or refuse with the same message.
+void json_keep_block_switches(json& j) {
+  auto scaling = [&](const char* pass, const char* side) { return j["gemm"][pass][side]["scaling"].get<std::string>(); };
+  bool nv = false, mx = false;
+  for (const char* pass : {"forward", "dgrad", "wgrad"})
+    for (const char* side : {"a", "b"}) nv |= scaling(pass, side) == "nvfp4", mx |= scaling(pass, side) == "mx";
+  if (scaling("wgrad", "a") != "nvfp4" && scaling("wgrad", "b") != "nvfp4") j["rht"] = false;
+  auto stochastic_nv = [&](const char* pass) {
+    return scaling(pass, "a") == "nvfp4" && j["gemm"][pass]["a"]["rounding"] == "stochastic";
+  };
+  j["sr_gradients"] = stochastic_nv("dgrad") || stochastic_nv("wgrad");
+  if (!nv) j["four_over_six"] = false;
+  if (!nv && !mx) j["weights_2d"] = false;
+  if (!mx) j["mx_scale_rule"] = "floor";
+}
+
+// The mix as text, or "error: ..." when it is refused.
+std::string mixed_text(const std::function<Recipe()>& make) {
+  try {
+    return recipe_to_json(make()).dump();
+  } catch (const std::invalid_argument& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+TEST(RecipeParts, TypedMixEqualsTheJsonMergePatch) {
+  std::vector<uint32_t> masks = {kLayerParts, kAllRoleParts, kPartForward | kPartWgrad, kPartWeights | kPartWeightGrads};
+  for (int b = 0; b < 11; ++b) masks.push_back(1u << b);
+  int mixes = 0, refused = 0;
+  for (const auto& bn : recipe_preset_names())
+    for (const auto& dn : recipe_preset_names()) {
+      const Recipe base = recipe_preset(bn), donor = recipe_preset(dn);
+      for (uint32_t bits : masks) {
+        const std::string typed = mixed_text([&] { return mix_recipe(base, donor, bits); });
+        const std::string by_json = mixed_text([&] {
+          json j = recipe_keys_json(base);
+          j.merge_patch(role_patch(donor, bits));
+          json_keep_block_switches(j);
+          Recipe r = recipe_from_json(j, base.name);
+          r.parts = base.parts;
+          r.keep_bf16 = base.keep_bf16;
+          return r;
+        });
+        ASSERT_EQ(typed, by_json) << bn << " <- " << dn << " bits " << bits;
+        ++mixes;
+        refused += typed.starts_with("error: ");
+      }
+    }
+  EXPECT_EQ(mixes, 26 * 26 * 15);
+  // Some mixes are refused (both ways alike): an NVFP4 dgrad operand taken alone keeps SR, which
+  // sr_gradients then asks of the FP32 wgrad operand the mix left nearest.
+  EXPECT_GT(refused, 0);
+}
+
+TEST(RecipeParts, TypedPartPatchEqualsTheJsonMergePatch) {
+  const std::vector<json> patches = {
+      {{"preset", "bf16-amp"}},
+      {{"preset", "fp32"}, {"weights", {{"format", "fp16"}}}},
+      {{"gemm", {{"forward", {{"a", {{"format", "e5m2"}}}, {"accum", "h100"}}}}}},
+      {{"preset", "mxfp8"}, {"weights_2d", true}},
+      {{"activations", {{"format", "fp16"}}}, {"attention", {{"opmath", "low"}}}},
+      {{"gemm", {{"dgrad", {{"a", {{"rounding", "nearest-even"}}}}}}}},
+  };
+  int compared = 0;
+  for (const auto& bn : recipe_preset_names())
+    for (const json& patch : patches) {
+      const Recipe base = recipe_preset(bn);
+      const std::string typed = mixed_text([&] { return apply_part_patch(base, patch, "layers.0"); });
+      const std::string by_json = mixed_text([&] {
+        try {
+          json j = recipe_keys_json(base), keys = patch;
+          if (keys.contains("preset")) {
+            j.merge_patch(role_patch(recipe_preset(keys["preset"].get<std::string>()), kLayerParts, true));
+            keys.erase("preset");
+          }
+          j.merge_patch(keys);
+          json_keep_block_switches(j);
+          Recipe r = recipe_from_json(j, base.name);
+          r.keep_bf16 = base.keep_bf16;
+          return r;
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string("layers.0: ") + e.what());
+        }
+      });
+      EXPECT_EQ(typed, by_json) << bn << " with " << patch.dump();
+      ++compared;
+    }
+  EXPECT_EQ(compared, 26 * 6);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Recipe presets, overrides and strict validation.
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "precsim/formats/quantize.h"
 #include "precsim/sim/train/operand_quant.h"
 #include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {
@@ -33,6 +35,78 @@ TEST(Recipe, EveryPresetResolvesAndRoundTrips) {
     for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
       for (const OperandSpec* o : {&g->a, &g->b}) EXPECT_NO_THROW(parse_block_scaling(operand_scheme(*o, 0))) << n;
   }
+}
+
+// operand_scaling builds the scheme from the operand's typed fields; parsing the text it names must
+// give the same scheme, field for field, for every preset's operands and for the switches and
+// element spellings a recipe can set (a wrong block, rule, margin or 2-D layout fails here).
+TEST(Recipe, TypedOperandSchemeEqualsTheParsedText) {
+  int checked = 0;
+  auto expect_same = [&](const OperandSpec& o, int margin, const std::string& what) {
+    const BlockScaling typed = operand_scaling(o, margin);
+    EXPECT_EQ(typed, parse_block_scaling(typed.name)) << what << " " << typed.name;
+    ++checked;
+  };
+  for (const auto& n : recipe_preset_names()) {
+    const Recipe r = recipe_preset(n);
+    for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
+      for (const OperandSpec* o : {&g->a, &g->b})
+        for (int margin : {0, 3}) expect_same(*o, margin, n);
+  }
+  for (const char* f : {"e4m3", "e5m2", "e4m3:nanonly", "e2m3", "e3m2", "e2m1", "int8"})
+    for (int block : {16, 32, 64})
+      for (ScaleRule rule : {ScaleRule::kFloor, ScaleRule::kCeil, ScaleRule::kEven, ScaleRule::kRceil})
+        for (bool two_d : {false, true}) {
+          OperandSpec o{{f, Rounding::kNearestEven, format_by_name(f)}, Scaling::kMx, block};
+          o.mx_rule = rule;
+          o.two_d = two_d;
+          expect_same(o, 0, f);
+        }
+  for (bool two_d : {false, true})
+    for (bool four_six : {false, true}) {
+      OperandSpec o{{"e2m1", Rounding::kStochastic, format_by_name("e2m1")}, Scaling::kNvfp4, 16};
+      o.two_d = two_d;
+      o.four_over_six = four_six;
+      expect_same(o, 0, "nvfp4");
+    }
+  for (const char* f : {"e4m3", "e5m2", "bf16", "fp16", "e3m2"})
+    for (Scaling s : {Scaling::kTensorCurrent, Scaling::kTensorDelayed, Scaling::kRowwise, Scaling::kBlock2d})
+      for (int block : {64, 128})
+        for (int margin : {0, 2, 64}) expect_same({{f, Rounding::kNearestEven, format_by_name(f)}, s, block}, margin, f);
+  EXPECT_EQ(checked, 26 * 6 * 2 + 7 * 3 * 4 * 2 + 4 + 5 * 4 * 2 * 3);
+  // What the parser refuses, the typed path refuses too, naming the value.
+  auto error = [](const OperandSpec& o, int margin) {
+    try {
+      (void)operand_scaling(o, margin);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const TensorFormat fp32{"fp32", Rounding::kNearestEven, format_by_name("fp32")};
+  const TensorFormat fp16{"fp16", Rounding::kNearestEven, format_by_name("fp16")};
+  EXPECT_NE(error({fp32, Scaling::kTensorCurrent}, 0).find("fp32 has FP32's range"), std::string::npos);
+  EXPECT_NE(error({fp16, Scaling::kTensorCurrent}, 65).find("margin 65 is out of range; allowed: 0..64"), std::string::npos);
+  EXPECT_NE(error({fp16, Scaling::kMx, 32}, 0).find("needs an MX element format"), std::string::npos);
+  EXPECT_NE(error({fp16, Scaling::kNvfp4, 16}, 0).find("needs element format e2m1, got 'fp16'"), std::string::npos);
+  EXPECT_NE(error({fp16, Scaling::kRowwise, 0}, 0).find("block length 0 is out of range"), std::string::npos);
+  // Read from a config, the refusal names the recipe and the operand.
+  EXPECT_EQ(error_of({{"preset", "fp32"}, {"gemm", {{"dgrad", {{"b", {{"scaling", "tensor-current"}}}}}}}}, "mine"),
+            "recipe 'mine': gemm.dgrad.b: element format fp32 has FP32's range; scaling it is not supported");
+}
+
+TEST(Recipe, PresetTableNamesEveryPresetOnceWithItsDoc) {
+  const auto presets = recipe_presets();
+  ASSERT_EQ(presets.size(), recipe_preset_names().size());
+  const std::string doc = recipe_presets_doc();
+  for (size_t i = 0; i < presets.size(); ++i) {
+    EXPECT_EQ(presets[i].name, recipe_preset_names()[i]);
+    EXPECT_FALSE(presets[i].doc.empty()) << presets[i].name;
+    EXPECT_EQ(recipe_preset(presets[i].name).preset, presets[i].name);
+    EXPECT_NE(doc.find("  " + std::string(presets[i].name) + " "), std::string::npos) << presets[i].name;
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(presets[i].name, presets[j].name);
+  }
+  EXPECT_EQ(std::count(doc.begin(), doc.end(), '\n'), long(presets.size()));
 }
 
 TEST(Recipe, PresetsSayWhatTheirNamesSay) {

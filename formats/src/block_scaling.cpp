@@ -236,6 +236,65 @@ std::optional<std::string_view> mx_scheme_name(const Format& element) {
   return std::nullopt;
 }
 
+namespace {
+
+void check_block_length(int n, std::string_view what) {
+  if (n < 1 || n > (1 << 20))
+    throw std::invalid_argument(std::string(what) + " " + std::to_string(n) + " is out of range; allowed: 1..1048576");
+}
+
+}  // namespace
+
+BlockScaling mx_block_scaling(const Format& element, int block, ScaleRule rule, bool two_d) {
+  const auto preset = mx_scheme_name(element);
+  if (!preset)
+    throw std::invalid_argument("element format " + element.name + " is not an MX element; MX elements: " +
+                                kMxElementHelp);
+  if (rule != ScaleRule::kFloor && rule != ScaleRule::kCeil && rule != ScaleRule::kEven && rule != ScaleRule::kRceil)
+    throw std::invalid_argument("MX scale rule '" + std::string(to_string(rule)) +
+                                "' is not an E8M0 rule; allowed: floor, ceil, even, rceil");
+  check_block_length(block, "MX block length");
+  BlockScaling s = *preset_scheme(*preset);
+  s.rule = rule;
+  s.block_along = block;
+  if (two_d) s.block_across = block;
+  s.name = std::string(*preset) + (block != 32 ? ":block=" + std::to_string(block) : "") +
+           (rule != ScaleRule::kFloor ? ":rule=" + std::string(to_string(rule)) : "") + (two_d ? ":2d" : "");
+  return s;
+}
+
+BlockScaling nvfp4_block_scaling(bool two_d, bool four_over_six) {
+  BlockScaling s = *preset_scheme("nvfp4");
+  if (two_d) s.block_across = s.block_along;
+  s.four_over_six = four_over_six;
+  s.name = std::string("nvfp4") + (two_d ? ":2d" : "") + (four_over_six ? ":4over6" : "");
+  return s;
+}
+
+BlockScaling amax_block_scaling(const Format& element, int along, int across, bool pow2, int margin) {
+  std::string layout;
+  if (along == 0 && across == 0) layout = ":tensor";
+  else if (across == 1) layout = ":tile" + std::to_string(along);
+  else if (across == along) layout = ":block" + std::to_string(along);
+  else
+    throw std::invalid_argument("FP8 scale blocks " + std::to_string(along) + "x" + std::to_string(across) +
+                                " are not a layout; allowed: tensor (0x0), tile<N> (Nx1), block<N> (NxN)");
+  if (layout != ":tensor") check_block_length(along, "FP8 scale block length");
+  if (margin < 0 || margin > 64)
+    throw std::invalid_argument("margin " + std::to_string(margin) + " is out of range; allowed: 0..64");
+  if (element.bits() > 16 && element.kind == FormatKind::kFloat && element.exp_bits >= 8)
+    throw std::invalid_argument("element format " + element.name + " has FP32's range; scaling it is not supported");
+  BlockScaling s;
+  s.element = element;
+  s.rule = ScaleRule::kAmax;
+  s.scale_format = pow2 ? ScaleFormat::kPow2Fp32 : ScaleFormat::kFp32;
+  s.block_along = along;
+  s.block_across = across;
+  s.margin = margin;
+  s.name = element.name + layout + (pow2 ? ":pow2" : "") + (margin ? ":margin=" + std::to_string(margin) : "");
+  return s;
+}
+
 BlockScaling parse_block_scaling(std::string_view scheme) {
   const Spec spec = parse_spec(scheme, {.what = "scheme"});
   const std::optional<BlockScaling> preset = preset_scheme(spec.name);

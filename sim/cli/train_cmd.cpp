@@ -49,12 +49,17 @@ TrainTwin cuda_twin(const TrainConfig& c, int device) {
   return b;
 }
 
+// The preset names, comma-separated (the full table with a line each is in --config-help).
+std::string preset_list() {
+  std::string names;
+  for (const auto& n : recipe_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 void run(const Args& a) {
   if (a.config_help) {
     std::cout << train_config_doc();
-    std::cout << "recipe presets:";
-    for (const auto& n : recipe_preset_names()) std::cout << " " << n;
-    std::cout << "\n";
+    std::cout << "recipe presets:\n" << recipe_presets_doc();
     return;
   }
   nlohmann::json j = config_or_experiment(a.e.config, a.e.experiment);
@@ -77,11 +82,7 @@ void run(const Args& a) {
     nlohmann::json probe = j;
     probe["recipes"] = {"fp32"};
     parse_train_config(probe, a.e.config.empty() ? "train" : "--config '" + a.e.config + "'");
-    throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config; presets: " + [] {
-      std::string names;
-      for (const auto& n : recipe_preset_names()) names += (names.empty() ? "" : ", ") + n;
-      return names;
-    }());
+    throw UsageError("no recipes: give --recipes a,b,c or \"recipes\" in --config; presets: " + preset_list());
   }
   if (a.e.steps > 0) j["steps"] = a.e.steps;
   if (a.e.seed >= 0) j["seed"] = a.e.seed;
@@ -97,7 +98,7 @@ const Registrar reg(60, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_experiment_options(cmd, a->e);
   cmd->add_option("--text", a->text, "train a transformer character by character on this text file");
-  cmd->add_option("--recipes", a->recipes, "comma-separated recipe presets (overrides the config's list)");
+  cmd->add_option("--recipes", a->recipes, "comma-separated recipe presets (overrides the config's list): " + preset_list());
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--backend", a->backend,
                   "emulated (default) | cuda: also run each MLP variant with its matrix products on cuBLASLt, from "

@@ -16,6 +16,7 @@
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_linear.h"
 #include "precsim/sim/train/recipe_parts.h"
+#include "precsim/sim/train/recipe_json.h"
 #include "py_common.h"
 
 namespace precsim::py {

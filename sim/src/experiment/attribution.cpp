@@ -12,6 +12,7 @@
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/train/recipe_parts.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {

@@ -13,6 +13,7 @@
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/attribution.h"
 #include "precsim/sim/train/recipe_parts.h"
+#include "precsim/sim/train/recipe_json.h"
 #include "transformer_problem.h"
 
 namespace precsim {

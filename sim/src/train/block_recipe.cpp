@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "precsim/formats/hadamard.h"
+#include "precsim/sim/train/operand_quant.h"
 #include "precsim/sim/train/recipe.h"
 
 namespace precsim {
@@ -48,11 +50,8 @@ void apply_block_recipe(Recipe& r) {
   if (b.sr_gradients && !nvfp4) refuse(r, "sr_gradients true", kNv);
   if (b.four_over_six && !nvfp4) refuse(r, "four_over_six true", kNv);
   if (b.weights_2d && !nvfp4 && !mx) refuse(r, "weights_2d true", "an NVFP4 or MX recipe (scaling nvfp4 or mx)");
-  static constexpr std::string_view kRules[] = {"floor", "ceil", "even", "rceil"};
-  if (std::find(std::begin(kRules), std::end(kRules), b.mx_scale_rule) == std::end(kRules))
-    throw std::invalid_argument(
-        fmt::format("recipe '{}': mx_scale_rule '{}' is unknown; allowed: floor, ceil, even, rceil", r.name, b.mx_scale_rule));
-  if (b.mx_scale_rule != "floor" && !mx) refuse(r, "mx_scale_rule " + b.mx_scale_rule, "an MX recipe (scaling mx)");
+  if (b.mx_scale_rule != ScaleRule::kFloor && !mx)
+    refuse(r, fmt::format("mx_scale_rule {}", to_string(b.mx_scale_rule)), "an MX recipe (scaling mx)");
   try {
     check_hadamard_size(b.rht_size);
   } catch (const std::invalid_argument& e) {
@@ -69,6 +68,23 @@ void apply_block_recipe(Recipe& r) {
   if (nvfp4)
     for (OperandSpec* o : ops.gradients) o->fmt.rounding = b.sr_gradients ? Rounding::kStochastic : Rounding::kNearestEven;
   r.wgrad.hadamard = b.rht ? b.rht_size : 0;
+  // Every operand's scheme is built here once, so that a format the scaling cannot take is refused
+  // when the recipe is read, naming the recipe and the operand.
+  static constexpr const char* kNames[] = {"forward.a", "forward.b", "dgrad.a", "dgrad.b", "wgrad.a", "wgrad.b"};
+  for (int i = 0; i < 6; ++i) try {
+      (void)operand_scaling(*ops.all[i], r.margin);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("recipe '{}': gemm.{}: {}", r.name, kNames[i], e.what()));
+    }
+}
+
+void check_gradient_roundings(const Recipe& r, std::optional<Rounding> dgrad_a, std::optional<Rounding> wgrad_a) {
+  if (!uses_scaling(r, Scaling::kNvfp4)) return;
+  for (const auto& [pass, spec, given] : {std::tuple{"dgrad", &r.dgrad, dgrad_a}, std::tuple{"wgrad", &r.wgrad, wgrad_a}})
+    if (given && *given != spec->a.fmt.rounding)
+      throw std::invalid_argument(fmt::format(
+          "recipe '{}': gemm.{}.a.rounding '{}' contradicts sr_gradients {} (which makes it {}); set sr_gradients instead",
+          r.name, pass, to_string(*given), r.block.sr_gradients, to_string(spec->a.fmt.rounding)));
 }
 
 }  // namespace precsim

@@ -16,12 +16,6 @@
 namespace precsim {
 namespace {
 
-// By encoding, not by name: a custom "e4m3:nanonly" is float8_e4m3fn.
-std::string mx_scheme(const Format& f) {
-  if (const auto name = mx_scheme_name(f)) return std::string(*name);
-  throw std::invalid_argument(fmt::format(
-      "scaling mx needs an MX element format (e4m3, e5m2, e2m3, e3m2, e2m1, int8), got '{}'", f.name));
-}
 
 void add_block_stats(QuantStats* q, const BlockStats& b) {
   if (!q) return;
@@ -48,28 +42,36 @@ bool copy_if_plain_fp32(const float* in, float* out, size_t n) {
 
 }  // namespace
 
-std::string operand_scheme(const OperandSpec& spec, int margin) {
+BlockScaling operand_scaling(const OperandSpec& spec, int margin) {
   const Format& f = spec.fmt.format;
-  const std::string m = margin ? fmt::format(":margin={}", margin) : "";
   switch (spec.scaling) {
-    case Scaling::kNone: return f.name;
+    case Scaling::kNone: break;
     case Scaling::kTensorCurrent:
-    case Scaling::kTensorDelayed: return f.name + ":tensor" + m;
-    case Scaling::kRowwise: return fmt::format("{}:tile{}:pow2", f.name, spec.block);
-    case Scaling::kBlock2d: return fmt::format("{}:block{}:pow2", f.name, spec.block);
+    case Scaling::kTensorDelayed: return amax_block_scaling(f, 0, 0, false, margin);
+    case Scaling::kRowwise: return amax_block_scaling(f, spec.block, 1, true);
+    case Scaling::kBlock2d: return amax_block_scaling(f, spec.block, spec.block, true);
     case Scaling::kMx:
-      return mx_scheme(f) + (spec.block != 32 ? fmt::format(":block={}", spec.block) : "") +
-             (spec.mx_rule != "floor" ? ":rule=" + spec.mx_rule : "") + (spec.two_d ? ":2d" : "");
+      // By encoding, not by name: a custom "e4m3:nanonly" is float8_e4m3fn.
+      if (!mx_scheme_name(f))
+        throw std::invalid_argument(fmt::format(
+            "scaling mx needs an MX element format (e4m3, e5m2, e2m3, e3m2, e2m1, int8), got '{}'", f.name));
+      return mx_block_scaling(f, spec.block, spec.mx_rule, spec.two_d);
     case Scaling::kNvfp4:
-      if (!same_encoding(f, format_by_name("float4_e2m1fn"))) throw std::invalid_argument("scaling nvfp4 needs element format e2m1, got '" + f.name + "'");
-      return std::string("nvfp4") + (spec.two_d ? ":2d" : "") + (spec.four_over_six ? ":4over6" : "");
+      if (!same_encoding(f, format_by_name("float4_e2m1fn")))
+        throw std::invalid_argument("scaling nvfp4 needs element format e2m1, got '" + f.name + "'");
+      return nvfp4_block_scaling(spec.two_d, spec.four_over_six);
   }
-  return f.name;
+  BlockScaling plain;
+  plain.element = f;
+  plain.name = f.name;
+  return plain;
 }
+
+std::string operand_scheme(const OperandSpec& spec, int margin) { return operand_scaling(spec, margin).name; }
 
 OperandQuantizer::OperandQuantizer(const OperandSpec& spec, int amax_history_len, int margin)
     : spec_(spec), history_len_(amax_history_len), margin_(margin) {
-  if (spec.scaling != Scaling::kNone) scheme_ = parse_block_scaling(operand_scheme(spec, margin));
+  if (spec.scaling != Scaling::kNone) scheme_ = operand_scaling(spec, margin);
 }
 
 BlockScaling OperandQuantizer::scheme_for(int axis, const SrKey& key) const {

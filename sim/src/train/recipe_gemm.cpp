@@ -37,7 +37,7 @@ Role gemm_operand_role(GemmPass pass) {
 
 RecipeGemm::RecipeGemm(GemmPass pass, const GemmSpec& spec, int amax_history_len, int margin)
     : pass_(pass),
-      accum_(parse_accum_model(spec.accum)),
+      accum_(spec.accum.model),
       a_(spec.a, amax_history_len, margin),
       b_(spec.b, amax_history_len, margin),
       hadamard_(spec.hadamard) {
@@ -57,10 +57,10 @@ void RecipeGemm::check_instruction_operands(const GemmSpec& spec) const {
     if (!mx && !nv)
       throw std::invalid_argument(fmt::format(
           "{}: accumulation model '{}' applies block scales inside the instruction and takes block-scaled operands "
-          "(scaling mx or nvfp4); this operand has scaling {}", where, spec.accum, to_string(o->scaling)));
+          "(scaling mx or nvfp4); this operand has scaling {}", where, spec.accum.spec, to_string(o->scaling)));
     if (nv != accum_.block.scale_ue4m3)
       throw std::invalid_argument(fmt::format(
-          "{}: accumulation model '{}' takes {} scales; a {} operand has {} scales ({})", where, spec.accum, sfmt,
+          "{}: accumulation model '{}' takes {} scales; a {} operand has {} scales ({})", where, spec.accum.spec, sfmt,
           nv ? "nvfp4" : "mx", nv ? "E4M3" : "E8M0",
           nv ? "b200-mxf4nvf4 takes nvfp4 operands" : "b200-mxf8f6f4 and b200-mxf4 take mx operands"));
     // The element format and block length as gemm() checks them, on one block of zeros.
@@ -84,12 +84,7 @@ void RecipeGemm::check_instruction_operands(const GemmSpec& spec) const {
 void check_instruction_gemms(const Recipe& r) {
   const GemmSpec* specs[] = {&r.forward, &r.dgrad, &r.wgrad};
   for (int p = 0; p < kGemmPasses; ++p) {
-    AccumModel m;
-    try {
-      m = parse_accum_model(specs[p]->accum);
-    } catch (const std::invalid_argument&) {
-      continue;  // named when the trainer is made
-    }
+    const AccumModel& m = specs[p]->accum.model;
     if (m.kind != AccumKind::kBlockFma || !m.block.in_instruction_scales) continue;
     try {
       RecipeGemm(static_cast<GemmPass>(p), *specs[p], r.amax_history_len, r.margin);

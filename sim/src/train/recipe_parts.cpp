@@ -11,26 +11,13 @@
 
 #include "precsim/sim/core/strict_json.h"
 #include "precsim/sim/model/transformer.h"
+#include "precsim/sim/train/recipe_gemm.h"
+#include "precsim/sim/train/recipe_json.h"
 
 namespace precsim {
 namespace {
 
 using nlohmann::json;
-
-// Keys of the recipe that exist once per model.
-const char* const kGlobalKeys[] = {"master_weights", "update_rounding", "optimizer_state", "loss_scaling",
-                                   "amax_history_len", "margin", "parallel", "accumulation", "layers",
-                                   "keep_bf16_layers", "autocast"};
-
-void set_path(json& out, const json& from, std::initializer_list<const char*> path) {
-  const json* src = &from;
-  json* dst = &out;
-  for (const char* k : path) {
-    src = &src->at(k);
-    dst = &(*dst)[k];
-  }
-  *dst = *src;
-}
 
 // Slot layout of the transformer: 0 embedding, 1 + 3i block i, 2 + 3i its attention, 3 + 3i its
 // MLP, 1 + 3L the head.
@@ -83,100 +70,73 @@ std::optional<PartName> parse_part(const std::string& name, bool transformer, in
 
 }  // namespace
 
-json role_patch(const Recipe& donor, uint32_t bits, bool for_part) {
-  const json d = recipe_keys_json(donor);
-  json p = json::object();
-  auto take = [&](uint32_t bit, std::initializer_list<std::initializer_list<const char*>> paths) {
-    if (bits & bit)
-      for (auto path : paths) set_path(p, d, path);
-  };
-  take(kPartWeights, {{"weights"}, {"gemm", "forward", "b"}, {"gemm", "dgrad", "b"}});
-  take(kPartActivations, {{"activations"}, {"attention"}, {"gemm", "forward", "a"}, {"gemm", "wgrad", "b"},
-                          {"gemm", "forward", "accum"}});
-  take(kPartActivationGrads, {{"activation_grads"}, {"gemm", "dgrad", "a"}, {"gemm", "wgrad", "a"},
-                              {"gemm", "dgrad", "accum"}});
-  take(kPartWeightGrads, {{"weight_grads"}, {"gemm", "wgrad", "accum"}});
-  take(kPartOptimizerState, {{"optimizer_state"}});
-  take(kPartMasterWeights, {{"master_weights"}, {"update_rounding"}});
-  take(kPartGradAccumulation, {{"accumulation", "buffer_format"}, {"accumulation", "rounding"}});
-  take(kPartAllReduce, {{"parallel", "allreduce", "algorithm"}, {"parallel", "allreduce", "format"},
-                        {"parallel", "allreduce", "average"}, {"parallel", "allreduce", "hook"}});
-  take(kPartForward, {{"gemm", "forward"}});
-  take(kPartDgrad, {{"gemm", "dgrad"}});
-  take(kPartWgrad, {{"gemm", "wgrad"}});
-  if (!for_part && (bits & kPartActivationGrads)) p["loss_scaling"] = d["loss_scaling"];
-  if (!for_part && (bits & kPartActivations)) p["autocast"] = d["autocast"];
-  return p;
+// The fields of the groups in `bits` copied from donor: the same keys as role_patch names.
+void take_roles(Recipe& r, const Recipe& d, uint32_t bits, bool for_part) {
+  if (bits & kPartWeights) r.weights = d.weights, r.forward.b = d.forward.b, r.dgrad.b = d.dgrad.b;
+  if (bits & kPartActivations) {
+    r.activations = d.activations, r.attention = d.attention;
+    r.forward.a = d.forward.a, r.wgrad.b = d.wgrad.b, r.forward.accum = d.forward.accum;
+    if (!for_part) r.autocast = d.autocast;
+  }
+  if (bits & kPartActivationGrads) {
+    r.activation_grads = d.activation_grads;
+    r.dgrad.a = d.dgrad.a, r.wgrad.a = d.wgrad.a, r.dgrad.accum = d.dgrad.accum;
+    if (!for_part) r.loss_scaling = d.loss_scaling;
+  }
+  if (bits & kPartWeightGrads) r.weight_grads = d.weight_grads, r.wgrad.accum = d.wgrad.accum;
+  if (bits & kPartOptimizerState) r.optimizer_state = d.optimizer_state, r.optimizer_state_scaled = d.optimizer_state_scaled;
+  if (bits & kPartMasterWeights) r.master_weights = d.master_weights, r.update_rounding = d.update_rounding;
+  if (bits & kPartGradAccumulation) {
+    r.accumulation.buffer_format_name = d.accumulation.buffer_format_name;
+    r.accumulation.buffer_format = d.accumulation.buffer_format;
+    r.accumulation.rounding = d.accumulation.rounding;
+  }
+  if (bits & kPartAllReduce) {
+    r.parallel.algorithm = d.parallel.algorithm, r.parallel.average = d.parallel.average, r.parallel.hook = d.parallel.hook;
+    r.parallel.format_name = d.parallel.format_name, r.parallel.format = d.parallel.format;
+  }
+  if (bits & kPartForward) r.forward = d.forward;
+  if (bits & kPartDgrad) r.dgrad = d.dgrad;
+  if (bits & kPartWgrad) r.wgrad = d.wgrad;
 }
-
-namespace {
 
 // The NVFP4 switches act on operands: where a mix has given those operands the donor's format, a
 // switch keeps acting only on what is still NVFP4 (MX), so that a restored operand is the donor's
 // exactly (no transform, no stochastic rounding left on it), and an operand taken from an NVFP4
 // donor keeps the rounding it had there.
-void keep_block_switches_on_their_operands(json& j) {
-  auto scaling = [&](const char* pass, const char* side) { return j["gemm"][pass][side].value("scaling", ""); };
-  bool nv = false, mx = false;
-  for (const char* pass : {"forward", "dgrad", "wgrad"})
-    for (const char* side : {"a", "b"}) nv |= scaling(pass, side) == "nvfp4", mx |= scaling(pass, side) == "mx";
-  const auto off_unless = [&](const char* key, bool keep) {
-    if (j.contains(key) && !keep) j[key] = false;
-  };
-  off_unless("rht", scaling("wgrad", "a") == "nvfp4" || scaling("wgrad", "b") == "nvfp4");
+namespace {
+
+void keep_block_switches_on_their_operands(Recipe& r) {
+  const OperandSpec* ops[] = {&r.forward.a, &r.forward.b, &r.dgrad.a, &r.dgrad.b, &r.wgrad.a, &r.wgrad.b};
+  const bool nv = std::ranges::any_of(ops, [](const OperandSpec* o) { return o->scaling == Scaling::kNvfp4; });
+  const bool mx = std::ranges::any_of(ops, [](const OperandSpec* o) { return o->scaling == Scaling::kMx; });
+  BlockRecipe& b = r.block;
+  b.rht = b.rht && (r.wgrad.a.scaling == Scaling::kNvfp4 || r.wgrad.b.scaling == Scaling::kNvfp4);
   // sr_gradients sets the gradient operands' rounding: it follows what the mix gave them.
-  auto stochastic_nv = [&](const char* pass) {
-    return scaling(pass, "a") == "nvfp4" && j["gemm"][pass]["a"].value("rounding", "") == "stochastic";
+  auto stochastic_nv = [](const OperandSpec& a) {
+    return a.scaling == Scaling::kNvfp4 && a.fmt.rounding == Rounding::kStochastic;
   };
-  if (j.contains("sr_gradients")) j["sr_gradients"] = stochastic_nv("dgrad") || stochastic_nv("wgrad");
-  off_unless("four_over_six", nv);
-  off_unless("weights_2d", nv || mx);
-  if (j.contains("mx_scale_rule") && !mx) j["mx_scale_rule"] = "floor";
+  b.sr_gradients = stochastic_nv(r.dgrad.a) || stochastic_nv(r.wgrad.a);
+  b.four_over_six = b.four_over_six && nv;
+  b.weights_2d = b.weights_2d && (nv || mx);
+  if (!mx) b.mx_scale_rule = ScaleRule::kFloor;
 }
 
 }  // namespace
 
+void resolve_mixed(Recipe& r) {
+  keep_block_switches_on_their_operands(r);
+  const Rounding dgrad_a = r.dgrad.a.fmt.rounding, wgrad_a = r.wgrad.a.fmt.rounding;
+  apply_block_recipe(r);
+  check_gradient_roundings(r, dgrad_a, wgrad_a);
+  check_instruction_gemms(r);
+}
+
 Recipe mix_recipe(const Recipe& base, const Recipe& donor, uint32_t bits) {
-  json j = recipe_keys_json(base);
-  j.merge_patch(role_patch(donor, bits));
-  keep_block_switches_on_their_operands(j);
-  Recipe r = recipe_from_json(j, base.name);
-  r.parts = base.parts;
-  r.keep_bf16 = base.keep_bf16;
+  Recipe r = base;
+  take_roles(r, donor, bits, false);
+  resolve_mixed(r);
   return r;
-}
-
-void check_part_keys(const json& patch, const std::string& where) {
-  for (const auto& [key, v] : patch.items())
-    for (const char* g : kGlobalKeys)
-      if (key == g)
-        throw std::invalid_argument(fmt::format(
-            "{}: recipe key '{}' exists once per model and cannot be set for a part; a part may set: preset, weights, "
-            "activations, activation_grads, weight_grads, gemm, attention",
-            where, key));
-}
-
-Recipe apply_part_patch(const Recipe& base, const json& patch, const std::string& where) {
-  json j = recipe_keys_json(base);
-  json keys = patch;
-  try {
-    if (keys.contains("preset")) {
-      if (!keys["preset"].is_string()) throw std::invalid_argument("key 'preset': expected a string");
-      j.merge_patch(role_patch(recipe_preset(keys["preset"].get<std::string>()), kLayerParts, true));
-      keys.erase("preset");
-    }
-    check_config_patch(j, keys, "", "recipe");
-    j.merge_patch(keys);
-    // A part given other operands (keep_bf16_layers on nvfp4: bf16) keeps the NVFP4 switches only
-    // where its operands are still NVFP4 (MX).
-    keep_block_switches_on_their_operands(j);
-    Recipe r = recipe_from_json(j, base.name);
-    r.name = base.name;
-    r.keep_bf16 = base.keep_bf16;  // a part's keys never bring back its preset's kept layers (nvfp4's)
-    return r;
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(where + ": " + e.what());
-  }
 }
 
 std::string valid_part_names(bool transformer, int layers) {

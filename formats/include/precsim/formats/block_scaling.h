@@ -87,6 +87,19 @@ struct BlockScaling {
 // ":block=N", ":axis=0|1", ":2d" (NVFP4 16x16 / MX 2-D), ":pow2" / ":fp32" (FP8 scale format),
 // ":eps=X", ":margin=N". Throws std::invalid_argument naming the bad part and what is allowed.
 BlockScaling parse_block_scaling(std::string_view scheme);
+// Typed constructors for code that holds its scheme's parts already (a training recipe's operands):
+// the scheme parse_block_scaling gives for the text each writes into `name`, with its checks, and no
+// text parsed. Each throws std::invalid_argument naming the value and what is allowed.
+//   MX: "<mx preset>[:block=N][:rule=R][:2d]"; the element is the MX preset's whose encoding
+//   `element` has (any spelling of it), the rule one of floor, ceil, even, rceil.
+BlockScaling mx_block_scaling(const Format& element, int block = 32, ScaleRule rule = ScaleRule::kFloor,
+                              bool two_d = false);
+//   NVFP4: "nvfp4[:2d][:4over6]".
+BlockScaling nvfp4_block_scaling(bool two_d = false, bool four_over_six = false);
+//   FP8 recipes: "<element>:tensor" (along = across = 0), ":tile<N>" (N, 1) or ":block<N>" (N, N),
+//   then ":pow2" for power-of-two FP32 scales and ":margin=M" (0..64).
+BlockScaling amax_block_scaling(const Format& element, int along, int across, bool pow2, int margin = 0);
+
 // The MX preset ("mxfp8_e4m3", ..., "mxint8") whose element has the encoding of `element`, whatever
 // its name; nullopt when it is not an MX element.
 std::optional<std::string_view> mx_scheme_name(const Format& element);

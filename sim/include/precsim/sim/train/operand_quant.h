@@ -17,8 +17,11 @@
 
 namespace precsim {
 
-// The block_scaling scheme string of an operand ("mxfp4", "float8_e4m3fn:tensor", ...); throws
-// std::invalid_argument when the element format has no such scheme (MX with fp16 elements).
+// The block_scaling scheme of an operand, built from its typed fields (no text parsed): a plain
+// scheme of the element for Scaling::kNone. Throws std::invalid_argument when the element format has
+// no such scheme (MX with fp16 elements, tensor scaling of fp32).
+BlockScaling operand_scaling(const OperandSpec& spec, int margin);
+// Its name: the scheme as text ("mxfp4", "float8_e4m3fn:tensor", ...), for messages and reports.
 std::string operand_scheme(const OperandSpec& spec, int margin);
 
 // A block-scaled operand as an instruction with in-instruction scales takes it (Blackwell's

@@ -1,18 +1,22 @@
 // A precision recipe: the format and rounding of every tensor role of a training step, the
-// scaling of each GEMM operand, the loss scaler and the update rule. Named presets expand to a full,
-// explicit Recipe; a config starts from a preset and overrides any field; the resolved recipe is
-// written into every report (recipe_to_json).
+// scaling of each GEMM operand, the loss scaler and the update rule, every value resolved (formats,
+// accumulation models, scale rules): nothing downstream parses a recipe's text again. Named presets
+// (one table, recipe_presets()) expand to a full, explicit Recipe; a config starts from a preset and
+// overrides any field (recipe_json.h, the only place a recipe meets JSON); the resolved recipe is
+// written into every report.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "precsim/formats/block_scaling.h"
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
+#include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/parallel/split.h"
 
 namespace precsim {
@@ -40,7 +44,7 @@ std::string_view to_string(Role);
 struct TensorFormat {
   std::string name = "fp32";
   Rounding rounding = Rounding::kNearestEven;
-  Format format;  // resolved from name
+  Format format = format_by_name("fp32");  // resolved from name
 };
 
 // How one GEMM operand is brought into its format (docs/SOURCES.md §1, §3).
@@ -63,15 +67,27 @@ struct OperandSpec {
   // Set from the recipe's switches (BlockRecipe), not read from the operand's JSON:
   bool two_d = false;          // kMx, kNvfp4: square block x block blocks
   bool four_over_six = false;  // kNvfp4: each block scaled to 4 or 6, the lower block error wins
-  std::string mx_rule = "floor";  // kMx: the E8M0 scale rule (floor, ceil, even, rceil)
+  ScaleRule mx_rule = ScaleRule::kFloor;  // kMx: the E8M0 scale rule (floor, ceil, even, rceil)
 };
+
+// An accumulation model as the recipe names it (a preset or a spec, written back into reports as
+// given) and resolved once when the recipe is read.
+struct AccumSpec {
+  std::string spec = "fp32-seq";
+  AccumModel model = parse_accum_model("fp32-seq");
+};
+// The spec resolved (parse_accum_model: throws std::invalid_argument naming what is wrong).
+inline AccumSpec accum_spec(std::string spec) {
+  AccumModel m = parse_accum_model(spec);
+  return {std::move(spec), std::move(m)};
+}
 
 // C = A B^T with both operands quantized along the reduction dimension K.
 // forward: A = X (batch x in), B = W (out x in); dgrad: A = dY (batch x out), B = W^T (in x out);
 // wgrad: A = dY^T (out x batch), B = X^T (in x batch).
 struct GemmSpec {
   OperandSpec a, b;
-  std::string accum = "fp32-seq";  // AccumModel preset
+  AccumSpec accum;
   // Random Hadamard transform of this size on both operands along K before they are quantized
   // (formats/hadamard.h); 0: none. Set from BlockRecipe::rht (the weight-gradient GEMM).
   int hadamard = 0;
@@ -87,7 +103,7 @@ struct BlockRecipe {
   bool weights_2d = false;     // weights (forward.b, dgrad.b) in 16x16 (NVFP4) or 32x32 (MX) blocks
   bool sr_gradients = false;   // gradient operands (dgrad.a, wgrad.a) stochastic, nearest otherwise
   bool four_over_six = false;  // every NVFP4 operand scaled to 4 or 6 per block
-  std::string mx_scale_rule = "floor";  // E8M0 rule of every MX operand: floor (OCP) | ceil | even | rceil (TE)
+  ScaleRule mx_scale_rule = ScaleRule::kFloor;  // E8M0 rule of every MX operand: floor (OCP) | ceil | even | rceil (TE)
 };
 
 enum class LossScaleMode : uint8_t { kNone, kStatic, kDynamic };
@@ -133,8 +149,9 @@ struct Recipe {
   std::string name = "fp32";
   std::string preset = "fp32";
   TensorFormat weights;
-  std::string master_weights = "fp32";  // a format name, or "none": weights are updated directly
-  Format master_format;                 // resolved (unused when master_weights == "none")
+  // The copy the optimizer updates (rounded to nearest); none ("none" in JSON): the optimizer
+  // updates the stored weights directly.
+  std::optional<TensorFormat> master_weights = TensorFormat{};
   UpdateRounding update_rounding = UpdateRounding::kNearestEven;
   TensorFormat activations;
   bool autocast = true;  // LayerNorm and the loss keep FP32 outputs (PyTorch autocast lists)
@@ -153,7 +170,7 @@ struct Recipe {
   std::vector<RecipePart> parts;  // per-part keys ("layers"), in name order
   KeepBf16Layers keep_bf16;       // "keep_bf16_layers"
 
-  bool has_master() const { return master_weights != "none"; }
+  bool has_master() const { return master_weights.has_value(); }
 };
 
 // Whether any GEMM operand of the recipe uses this scaling.
@@ -163,18 +180,28 @@ bool uses_scaling(const Recipe& r, Scaling s);
 // size, gradient rounding). Throws std::invalid_argument naming the switch when it does not fit the
 // recipe (rht on a recipe without NVFP4 operands, a Hadamard size that is not a power of two).
 void apply_block_recipe(Recipe& r);
+// In an NVFP4 recipe sr_gradients decides the gradient operands' rounding (after
+// apply_block_recipe): a rounding given for dgrad.a or wgrad.a that differs contradicts it, and
+// throws std::invalid_argument naming the key.
+void check_gradient_roundings(const Recipe& r, std::optional<Rounding> dgrad_a, std::optional<Rounding> wgrad_a);
 
-// Preset names in documentation order.
+// A named preset: its builder and a one-line description (--help, --config-help and the docs are
+// generated from the table).
+struct RecipePreset {
+  std::string_view name;
+  Recipe (*build)();
+  std::string_view doc;
+};
+// Every preset, in documentation order.
+std::span<const RecipePreset> recipe_presets();
+// Their names in the same order.
 const std::vector<std::string>& recipe_preset_names();
+// One line per preset, "  NAME  doc", aligned (for --help and --config-help).
+std::string recipe_presets_doc();
 // Throws std::invalid_argument naming the unknown preset and listing the known ones.
 Recipe recipe_preset(std::string_view name);
-// A preset (key "preset", default the name) with fields overridden by the other keys of `j`;
-// unknown keys, wrong types and unknown formats throw std::invalid_argument naming the key.
-Recipe recipe_from_json(const nlohmann::json& j, std::string_view default_name);
-nlohmann::json recipe_to_json(const Recipe& r);
-// recipe_to_json without the per-part keys ("layers", "keep_bf16_layers").
-nlohmann::json recipe_keys_json(const Recipe& r);
-// Documentation of every recipe key, for the README and --help.
-std::string recipe_keys_doc();
+
+// The MX scale rules a recipe may name (floor, ceil, even, rceil): the rule, or std::nullopt.
+std::optional<ScaleRule> parse_mx_rule(std::string_view name);
 
 }  // namespace precsim

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/sim/parallel/split.h"
 #include "precsim/sim/train/recipe.h"
 
@@ -34,19 +32,17 @@ enum PartBits : uint32_t {
 constexpr uint32_t kLayerParts = kPartWeights | kPartActivations | kPartActivationGrads | kPartWeightGrads;
 constexpr uint32_t kAllRoleParts = kLayerParts | kPartOptimizerState | kPartMasterWeights | kPartGradAccumulation | kPartAllReduce;
 
-// The recipe keys of the groups in `bits`, with donor's values: a JSON patch of recipe keys.
-// for_part: only the keys a model part may set (without loss_scaling and autocast, which exist
-// once per model and otherwise travel with the activation gradients and the activations).
-nlohmann::json role_patch(const Recipe& donor, uint32_t bits, bool for_part = false);
 // base with the groups in `bits` taken from donor (its per-part overrides kept).
 Recipe mix_recipe(const Recipe& base, const Recipe& donor, uint32_t bits);
+// The fields of the groups in `bits` copied from donor into r (for_part: as role_patch's for_part),
+// unchecked: resolve_mixed makes the result a recipe.
+void take_roles(Recipe& r, const Recipe& donor, uint32_t bits, bool for_part);
+// A recipe whose keys were all set at once (a mix, a part's recipe) checked and resolved as
+// recipe_from_json does a config's: the NVFP4 / MX switches turned off where their operands are no
+// longer NVFP4 (MX), apply_block_recipe, every gradient operand's rounding counted as given, and
+// the block-scaled instruction checks. Throws std::invalid_argument naming what contradicts.
+void resolve_mixed(Recipe& r);
 
-// Throws std::invalid_argument when a part's keys name a key that exists once per model (the
-// optimizer, loss scaling, split, ...), naming it, `where` and the keys a part may set.
-void check_part_keys(const nlohmann::json& patch, const std::string& where);
-// base (its own parts dropped) with a part's keys applied: "preset" first takes that preset's
-// per-layer keys, then the other keys override. Throws std::invalid_argument naming `where`.
-Recipe apply_part_patch(const Recipe& base, const nlohmann::json& patch, const std::string& where);
 
 // The parts of a model that can take their own recipe ("slots"): the MLP's linear layers 0..n-1;
 // the transformer's embedding, per block i the block (its stored activations and gradients) and its
