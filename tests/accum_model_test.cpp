@@ -13,6 +13,7 @@
 #include "precsim/sim/accum/exact_dot.h"
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/core/random.h"
+#include "precsim/sim/accum/accum_model_json.h"
 
 namespace precsim {
 namespace {

@@ -12,6 +12,7 @@
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/hw/gpu_device.h"
 #include "precsim/sim/hw/gpu_probe.h"
+#include "precsim/sim/accum/accum_model_json.h"
 
 namespace precsim {
 namespace {

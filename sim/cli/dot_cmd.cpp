@@ -13,6 +13,7 @@
 #include "precsim/formats/rounding.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/analysis/dot_error.h"
+#include "precsim/sim/accum/accum_model_json.h"
 #include "quant_args.h"
 
 namespace precsim::cli {

@@ -23,6 +23,7 @@
 #include "precsim/sim/analysis/gemm_models.h"
 #include "precsim/sim/data/gemm_operands.h"
 #include "precsim/sim/data/npy_floats.h"
+#include "precsim/sim/accum/accum_model_json.h"
 #include "quant_args.h"
 
 namespace precsim::cli {

@@ -19,6 +19,7 @@
 #include "precsim/sim/hw/gpu_device.h"
 #include "precsim/sim/hw/gpu_gemm_check.h"
 #include "precsim/sim/hw/gpu_probe.h"
+#include "precsim/sim/accum/accum_model_json.h"
 
 namespace precsim::cli {
 namespace {

@@ -11,6 +11,7 @@
 
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
+#include "precsim/sim/accum/accum_model_json.h"
 #include "py_common.h"
 
 namespace precsim::py {

@@ -14,6 +14,7 @@
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/step_types.h"
 #include "precsim/sim/train/weight_update.h"
+#include "precsim/sim/train/optimizer_json.h"
 #include "py_common.h"
 
 namespace precsim::py {

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "precsim/formats/spec.h"
+#include "precsim/sim/accum/accum_model_json.h"
 
 namespace precsim {
 namespace {

@@ -11,6 +11,7 @@
 #include "precsim/reports/npy.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/data/data_json.h"
 
 namespace precsim {
 namespace {

@@ -12,6 +12,7 @@
 
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/data/data_json.h"
 
 namespace precsim {
 namespace {

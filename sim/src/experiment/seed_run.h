@@ -17,6 +17,7 @@
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/hw/gpu_train.h"
 #include "precsim/sim/train/step_types.h"
 #include "seed_report.h"
 
@@ -94,6 +95,12 @@ void step_twin(BackendTwin<Var>& t, const BatchView& b, int64_t step, double los
   push(t.series, "loss_scale", st.loss_scale);
 }
 
+// What a report records of a backend's calls: the cuBLASLt executor's algorithms and counts.
+inline json backend_calls(const GemmExecutor& e) {
+  const auto* cublas = dynamic_cast<const CublasGemmExecutor*>(&e);
+  return cublas ? cublas->report() : json::object();
+}
+
 template <class Var>
 json twin_json(const BackendTwin<Var>& t, const std::string& name) {
   return {{"name", name},
@@ -104,7 +111,7 @@ json twin_json(const BackendTwin<Var>& t, const std::string& name) {
                        {"skipped_steps", t.skipped},
                        {"diverged_at", t.diverged_at >= 0 ? json(t.diverged_at) : json(nullptr)}}},
           {"series", t.series},
-          {"calls", t.backend->report()}};
+          {"calls", backend_calls(*t.backend)}};
 }
 
 // What a step records besides training: a logged step, a shadow step, an evaluation, histograms.

@@ -7,6 +7,10 @@
 
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/train/recipe_json.h"
+#include "precsim/sim/data/data_json.h"
+#include "precsim/sim/model/model_json.h"
+#include "precsim/sim/train/optimizer_json.h"
 
 namespace precsim {
 

@@ -8,6 +8,7 @@
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
 #include "precsim/sim/model/transformer.h"
+#include "precsim/sim/model/model_json.h"
 
 namespace precsim {
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/formats/name_table.h"
+#include "precsim/sim/parallel/split_json.h"
 
 namespace precsim {
 namespace {

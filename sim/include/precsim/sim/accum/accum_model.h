@@ -43,8 +43,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/formats/format.h"
 #include "precsim/formats/quant_options.h"
 
@@ -117,9 +115,6 @@ std::string known_accum_model_names();
 AccumModel parse_accum_model(std::string_view spec);
 // Canonical spec string: parse_accum_model(to_spec(m)) == m up to name/source/description.
 std::string to_spec(const AccumModel& m);
-
-nlohmann::json to_json(const AccumModel& m);
-AccumModel accum_model_from_json(const nlohmann::json& j);  // throws std::invalid_argument
 
 std::string_view to_string(AccumKind);
 std::string_view to_string(SplitKScheme);

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace precsim {
 
 enum class Task : uint8_t { kClassification, kRegression };
@@ -48,8 +46,5 @@ Dataset make_dataset(const DataConfig& c, uint64_t seed);
 // Indices of the training rows of batch `step`: epochs are keyed shuffles of the training set.
 void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t seed, uint64_t step);
 
-nlohmann::json data_config_to_json(const DataConfig& c);
-// Strict: unknown keys and wrong types throw std::invalid_argument listing the valid keys.
-DataConfig data_config_from_json(const nlohmann::json& j);
 
 }  // namespace precsim

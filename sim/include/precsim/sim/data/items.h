@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace precsim {
 
 struct ItemsConfig {
@@ -22,9 +20,5 @@ struct ItemsConfig {
 // items[r] for every training row r, keyed by (seed, row): the same row always has the same count.
 std::vector<double> row_item_counts(const ItemsConfig& c, int rows, uint64_t seed);
 
-nlohmann::json items_config_to_json(const ItemsConfig& c);
-// Strict: unknown keys, wrong types, mask_fraction outside [0, 1), min < 1 or max < min throw
-// std::invalid_argument naming the value.
-ItemsConfig items_config_from_json(const nlohmann::json& j);
 
 }  // namespace precsim

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/sim/data/batch.h"
 
 namespace precsim {
@@ -46,8 +44,5 @@ struct SeqBatch {
 };
 void gather_rows(SeqBatch& out, const SeqDataset& d, const std::vector<int>& rows);
 
-nlohmann::json seq_data_config_to_json(const SeqDataConfig& c);
-// Strict: unknown keys and wrong types throw std::invalid_argument listing the valid keys.
-SeqDataConfig seq_data_config_from_json(const nlohmann::json& j);
 
 }  // namespace precsim

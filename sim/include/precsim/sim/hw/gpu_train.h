@@ -53,7 +53,7 @@ class CublasGemmExecutor : public GemmExecutor {
   void gemm(GemmPass pass, const AccumModel& model, const GemmArgs& args, const float* a, const float* b,
             float* c) override;
   // Per pass: calls, and every distinct algorithm cuBLASLt ran (id, tile, stages, ...).
-  nlohmann::json report() const override;
+  nlohmann::json report() const;
 
  private:
   std::shared_ptr<const GpuLibrary> gpu_;

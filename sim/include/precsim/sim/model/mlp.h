@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace precsim {
 
 enum class Activation : uint8_t { kRelu, kGelu };
@@ -50,7 +48,5 @@ MlpLayout make_mlp_layout(const MlpConfig& c, int input, int output);
 // Initial parameters, each an FP32 value (so that every run starts from identical weights).
 std::vector<double> init_mlp(const MlpLayout& l, const MlpConfig& c, uint64_t seed);
 
-nlohmann::json mlp_config_to_json(const MlpConfig& c);
-MlpConfig mlp_config_from_json(const nlohmann::json& j);
 
 }  // namespace precsim

@@ -9,8 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/formats/format.h"
 #include "precsim/sim/parallel/allreduce.h"
 
@@ -50,12 +48,6 @@ struct AccumulationSpec {
   LossNormalization normalization = LossNormalization::kGlobalItemCount;
 };
 
-nlohmann::json parallel_to_json(const ParallelSpec& p);
-nlohmann::json accumulation_to_json(const AccumulationSpec& a);
-// From a complete (defaults-merged) object; throws std::invalid_argument naming the key, the bad
-// value and what is allowed.
-ParallelSpec parallel_from_json(const nlohmann::json& j);
-AccumulationSpec accumulation_from_json(const nlohmann::json& j);
 std::string split_keys_doc();
 
 // Throws std::invalid_argument unless workers x micro_batches divides the global batch, and as

@@ -9,8 +9,6 @@
 #include <memory>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/formats/quant_options.h"
 #include "precsim/sim/model/numerics.h"
 #include "precsim/sim/train/loss_scaler.h"
@@ -32,8 +30,8 @@ class GemmExecutor {
   virtual ~GemmExecutor() = default;
   virtual void gemm(GemmPass pass, const AccumModel& model, const GemmArgs& args, const float* a, const float* b,
                     float* c) = 0;
-  // What a report should know of the backend's calls (algorithms chosen, options), as a JSON object.
-  virtual nlohmann::json report() const = 0;
+  // What a report should know of the backend's calls is the backend's own (hw/gpu_train.h: the
+  // algorithms cuBLASLt chose), read where reports are written.
 };
 
 using RoleStats = std::array<QuantStats, static_cast<size_t>(Role::kCount)>;
