@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/train/optimizer.h"
+#include "precsim/sim/train/optimizer_json.h"
 
 namespace precsim {
 namespace {
@@ -16,7 +17,7 @@ TEST(Optimizer, AdamWConstantGradientHasClosedForm) {
   // With a constant g, m_t = g (1 - b1^t) and v_t = g^2 (1 - b2^t), so the bias-corrected update
   // is -lr g / (|g| + eps) - lr wd w at every step.
   OptimizerConfig c;
-  c.kind = "adamw";
+  c.kind = OptimizerKind::kAdamW;
   c.lr = 1e-2;
   c.weight_decay = 0.1;
   std::vector<double> w = {0.5, -2.0, 3.0}, g = {0.25, -1e-3, 4.0}, m(3, 0), v(3, 0), next(3);
@@ -33,7 +34,7 @@ TEST(Optimizer, AdamWConstantGradientHasClosedForm) {
 
 TEST(Optimizer, SgdMomentumConstantGradientIsGeometric) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = OptimizerKind::kSgd;
   c.lr = 0.1;
   c.momentum = 0.9;
   std::vector<double> w = {1.0}, g = {2.0}, m(1, 0), v(1, 0), next(1);

@@ -37,7 +37,7 @@ std::vector<double> precsim_losses(const Recipe* recipe) {
   std::copy(b2.begin(), b2.end(), params.begin() + l.layers[1].b);
   const std::vector<double> x = load("x"), yd = load("y");
   OptimizerConfig opt;
-  opt.kind = "sgd";
+  opt.kind = OptimizerKind::kSgd;
   opt.lr = 0.05;
   opt.momentum = 0.9;
   Trainer<T> tr(l, recipe, opt, Task::kClassification, 1, kSteps);

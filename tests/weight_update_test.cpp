@@ -16,7 +16,7 @@ namespace {
 
 OptimizerConfig sgd(double momentum, double clip_norm = 0.0) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = OptimizerKind::kSgd;
   c.lr = 0.5;
   c.momentum = momentum;
   c.clip_norm = clip_norm;

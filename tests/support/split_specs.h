@@ -9,7 +9,7 @@ namespace precsim::test_support {
 
 inline OptimizerConfig sgd() {
   OptimizerConfig o;
-  o.kind = "sgd";
+  o.kind = OptimizerKind::kSgd;
   o.lr = 0.1;
   return o;
 }

@@ -20,10 +20,10 @@ json memory_breakdown(const Recipe& r, size_t params, const OptimizerConfig& o, 
       else if (op->scaling == Scaling::kNvfp4) scale_overhead += 1.0 / 16;         // one E4M3 byte per 16
       else if (op->scaling == Scaling::kRowwise || op->scaling == Scaling::kBlock2d) scale_overhead += 4.0 / op->block;
   const double weights = bytes(r.weights.format, n);
-  const double master = r.has_master() ? bytes(r.master_format, n) : 0.0;
+  const double master = r.has_master() ? bytes(r.master_weights->format, n) : 0.0;
   const double kahan = !r.has_master() && r.update_rounding == UpdateRounding::kKahan ? bytes(r.weights.format, n) : 0.0;
   const double grads = bytes(r.weight_grads.format, n);
-  const double states = bytes(r.optimizer_state.format, n) * (o.kind == "adamw" ? 2 : 1);
+  const double states = bytes(r.optimizer_state.format, n) * (o.kind == OptimizerKind::kAdamW ? 2 : 1);
   // One worker's accumulation buffer beside the gradients (and its compensation), when N > 1.
   const AccumulationSpec& a = r.accumulation;
   const double accum = a.micro_batches > 1 ? bytes(a.buffer_format, n) * (a.rounding == BufferRounding::kKahan ? 2 : 1) : 0.0;

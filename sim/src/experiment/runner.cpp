@@ -301,10 +301,8 @@ void check_config(const TrainConfig& c, bool transformer) {
     const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
     for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
     for (const Recipe& r : c.variants)
-      for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
-        parse_accum_model(g->accum);
-        for (const OperandSpec* op : {&g->a, &g->b}) parse_block_scaling(operand_scheme(*op, r.margin));
-      }
+      for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
+        for (const OperandSpec* op : {&g->a, &g->b}) (void)operand_scaling(*op, r.margin);
   }
 }
 

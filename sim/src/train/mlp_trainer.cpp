@@ -12,6 +12,7 @@
 #include "precsim/sim/train/sr_keys.h"
 #include "precsim/sim/train/trainer_core.h"
 #include "precsim/sim/train/weight_update.h"
+#include "precsim/sim/train/model_keys.h"
 
 namespace precsim {
 
@@ -39,7 +40,7 @@ struct Trainer<T>::Impl : TrainerCore<T> {
   std::vector<int32_t> gathered_labels;
 
   Impl(const MlpLayout& l, const Recipe* r, const OptimizerConfig& o, Task t, uint64_t s, int64_t total)
-      : Core(r, o, s, total, param_tensors(l), l.param_count, norm_param_ranges(l), KeyScheme::kMlp, 0), layout(l),
+      : Core(r, o, s, total, param_tensors(l), l.param_count, norm_param_ranges(l), mlp_keys(), 0), layout(l),
         task(t) {
     std::vector<std::vector<ParamRange>> ranges;
     for (const auto& s : l.layers) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/train/optimizer_json.h"
 
 namespace precsim {
 
@@ -95,7 +96,7 @@ template <class T>
 void optimizer_update(T* w_new, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
                       int64_t t) {
   constexpr bool kFloat = std::is_same_v<T, float>;
-  if (c.kind == "sgd") {
+  if (c.kind == OptimizerKind::kSgd) {
     // grad.add(param, alpha=wd); buf.mul_(momentum).add_(grad) (buf = grad at the first step);
     // param.add_(buf, alpha=-lr): each add-with-alpha is one fused multiply-add.
     const SgdConstants<T> k{t == 1 || T(c.momentum) == T(0), T(c.weight_decay) != T(0), T(c.momentum), T(c.weight_decay),
@@ -121,6 +122,16 @@ template void optimizer_update<float>(float*, float*, float*, const float*, cons
 template void optimizer_update<double>(double*, double*, double*, const double*, const double*, size_t,
                                        const OptimizerConfig&, double, int64_t);
 
+std::string_view to_string(OptimizerKind k) { return k == OptimizerKind::kSgd ? "sgd" : "adamw"; }
+
+void to_json(nlohmann::json& j, OptimizerKind k) { j = to_string(k); }
+void from_json(const nlohmann::json& j, OptimizerKind& k) {
+  const std::string s = j.get<std::string>();
+  if (s == "sgd") k = OptimizerKind::kSgd;
+  else if (s == "adamw") k = OptimizerKind::kAdamW;
+  else throw std::invalid_argument(fmt::format("unknown optimizer.kind '{}'; allowed: sgd, adamw", s));
+}
+
 // One list of the keys serves both directions; the names are the config keys.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OptimizerConfig, kind, lr, momentum, beta1, beta2, eps, weight_decay, clip_norm,
                                    warmup_steps, cosine, min_lr_ratio)
@@ -129,8 +140,6 @@ nlohmann::json optimizer_config_to_json(const OptimizerConfig& c) { return c; }
 
 OptimizerConfig optimizer_config_from_json(const nlohmann::json& j) {
   const auto c = merge_config(optimizer_config_to_json(OptimizerConfig{}), j, "optimizer").get<OptimizerConfig>();
-  if (c.kind != "sgd" && c.kind != "adamw")
-    throw std::invalid_argument(fmt::format("unknown optimizer.kind '{}'; allowed: sgd, adamw", c.kind));
   if (!(c.lr > 0)) throw std::invalid_argument(fmt::format("optimizer.lr {} must be > 0", c.lr));
   if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1))
     throw std::invalid_argument("optimizer.beta1 and optimizer.beta2 must be in [0, 1)");

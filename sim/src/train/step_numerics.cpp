@@ -6,29 +6,22 @@
 #include <type_traits>
 
 #include "precsim/formats/quantize.h"
-#include "precsim/sim/model/mlp_pass.h"
-#include "precsim/sim/model/transformer.h"
 #include "precsim/sim/train/split_step.h"
-#include "precsim/sim/train/sr_keys.h"
-#include "precsim/sim/train/weight_update.h"
+#include "precsim/sim/train/rounding.h"
 
 namespace precsim {
 namespace {
 
-constexpr int kSites = static_cast<int>(TfSite::kCount);
-
-bool is_attention(int site) { return site == int(TfSite::kScores) || site == int(TfSite::kAttnV); }
-
 // The products of one recipe: [pass] the recipe's specs, [kGemmPasses + pass] attention's in high
-// precision (transformer).
-std::array<RecipeGemm, 2 * kGemmPasses> recipe_gemms(const Recipe& r, KeyScheme scheme) {
+// precision (a model with attention).
+std::array<RecipeGemm, 2 * kGemmPasses> recipe_gemms(const Recipe& r, const ModelKeys& keys) {
   std::array<RecipeGemm, 2 * kGemmPasses> g;
   const GemmSpec* specs[kGemmPasses] = {&r.forward, &r.dgrad, &r.wgrad};
   const OperandSpec high{r.activations, Scaling::kNone, 0};
   for (int p = 0; p < kGemmPasses; ++p) {
     const GemmPass pass = static_cast<GemmPass>(p);
     g[p] = RecipeGemm(pass, *specs[p], r.amax_history_len, r.margin);
-    if (scheme == KeyScheme::kTransformer)
+    if (keys.has_attention())
       g[kGemmPasses + p] = RecipeGemm(pass, GemmSpec{high, high, specs[p]->accum}, r.amax_history_len, r.margin);
   }
   return g;
@@ -39,16 +32,16 @@ bool same_format(const TensorFormat& a, const TensorFormat& b) { return a.name =
 }  // namespace
 
 template <class T>
-StepNumerics<T>::StepNumerics(const Recipe* r, uint64_t seed, KeyScheme scheme, int layers)
-    : r_(r), seed_(seed), scheme_(scheme), layers_(layers) {
-  if (r) gemms_ = recipe_gemms(*r, scheme);
+StepNumerics<T>::StepNumerics(const Recipe* r, uint64_t seed, const ModelKeys& keys, int layers)
+    : r_(r), seed_(seed), model_keys_(&keys), layers_(layers) {
+  if (r) gemms_ = recipe_gemms(*r, keys);
 }
 
 template <class T>
 void StepNumerics<T>::set_parts(PartRecipes p) {
   parts_ = std::move(p);
   part_gemms_.clear();
-  for (int s = 0; s < parts_.slots(); ++s) part_gemms_.push_back(recipe_gemms(parts_.at(s), scheme_));
+  for (int s = 0; s < parts_.slots(); ++s) part_gemms_.push_back(recipe_gemms(parts_.at(s), *model_keys_));
 }
 
 template <class T>
@@ -78,38 +71,22 @@ void StepNumerics<T>::recipe_gemm(const GemmCall& call, float* c, const float* a
   const int p = static_cast<int>(call.pass);
   const uint64_t step = keys_[size_t(call.group)];
   const uint32_t role = uint32_t(gemm_operand_role(call.pass));
-  const bool mlp = scheme_ == KeyScheme::kMlp;
-  const size_t slot = mlp ? sr_keys::mlp_delayed_slot(call.layer, call.pass, 0)
-                          : sr_keys::transformer_delayed_slot(call.layer, call.site, kSites, call.pass, 0);
+  const ModelKeys::GemmIds ids = model_keys_->gemm(call, tensor_);
+  const size_t slot = ids.delayed_slot;
   if (state->delayed.size() < slot + 2) state->delayed.resize(slot + 2);
   OperandKeys keys;
-  if (mlp) {
-    keys.a = SrKey{seed_, step, sr_keys::mlp_gemm(call.layer, call.pass, 0), role};
-    keys.b = SrKey{seed_, step, sr_keys::mlp_gemm(call.layer, call.pass, 1), role};
-  } else {
-    keys.a = SrKey{seed_, step, tensor_++, role};
-    keys.b = SrKey{seed_, step, tensor_++, role};
-  }
+  keys.a = SrKey{seed_, step, ids.a, role};
+  keys.b = SrKey{seed_, step, ids.b, role};
   keys.delayed_a = &state->delayed[slot];
   keys.delayed_b = &state->delayed[slot + 1];
   const int part = parts_.active() ? parts_.gemm_slot(call.layer, call.site) : -1;
   const Recipe& r = part < 0 ? *r_ : parts_.at(part);
   auto& gemms = part < 0 ? gemms_ : part_gemms_[size_t(part)];
-  const bool high = !mlp && is_attention(call.site) && !r.attention.products_in_recipe;
+  const bool high = model_keys_->attention_product(call.site) && !r.attention.products_in_recipe;
   gemms[(high ? kGemmPasses : 0) + p].run(gemm_call_args(call), call.batch, a, b, c, keys, stats_, executor);
-  const TfSite site = static_cast<TfSite>(call.site);
-  if (!mlp && stats_ && call.pass == GemmPass::kForward && call.layer >= 0 && call.layer < layers_ &&
-      site <= TfSite::kFcProj && state->delayed[slot])
-    layer[size_t(call.layer)].fp8_scale[size_t(site)] = state->delayed[slot]->scale();
-}
-
-template <class T>
-uint32_t StepNumerics<T>::round_id(const RoundAt& at) {
-  if (scheme_ == KeyScheme::kTransformer) return tensor_++;
-  if (at.point == RoundPoint::kActivation || at.point == RoundPoint::kNormOut || at.point == RoundPoint::kScores)
-    return sr_keys::mlp_forward(at.layer, static_cast<MlpForward>(at.slot));
-  if (at.slot == uint32_t(MlpBackward::kLossGrad)) return sr_keys::kLossGrad;
-  return sr_keys::mlp_backward(at.layer, static_cast<MlpBackward>(at.slot));
+  if (stats_ && call.pass == GemmPass::kForward && call.layer >= 0 && call.layer < layers_ &&
+      call.site < model_keys_->observed_sites() && state->delayed[slot])
+    layer[size_t(call.layer)].fp8_scale[size_t(call.site)] = state->delayed[slot]->scale();
 }
 
 template <class T>
@@ -117,10 +94,10 @@ void StepNumerics<T>::round(const RoundAt& at, std::span<T> v) {
   if (!r_) return;
   if (at.point == RoundPoint::kNormOut && r_->autocast) return;  // layer_norm is on autocast's FP32 list
   const uint64_t step = keys_[size_t(at.group)];
-  if (parts_.active() && at.point == RoundPoint::kWeightGrad && scheme_ == KeyScheme::kTransformer)
+  if (parts_.active() && at.point == RoundPoint::kWeightGrad && model_keys_->whole_weight_grads())
     return round_weight_grads_by_part(v, step);
-  const Recipe& r = parts_.active() ? parts_.at(parts_.round_slot(part_layer(at))) : *r_;
-  const uint32_t id = round_id(at);
+  const Recipe& r = parts_.active() ? parts_.at(parts_.round_slot(model_keys_->part_layer(at))) : *r_;
+  const uint32_t id = model_keys_->round(at, tensor_);
   switch (at.point) {
     case RoundPoint::kActivation:
     case RoundPoint::kNormOut: return round_role(v, r.activations, Role::kActivations, seed_, step, id, stats_);
@@ -128,19 +105,6 @@ void StepNumerics<T>::round(const RoundAt& at, std::span<T> v) {
     case RoundPoint::kActGrad:
       return round_role(v, r.activation_grads, Role::kActivationGrads, seed_, step, id, stats_);
     case RoundPoint::kWeightGrad: return round_role(v, r.weight_grads, Role::kWeightGrads, seed_, step, id, stats_);
-  }
-}
-
-template <class T>
-int StepNumerics<T>::part_layer(const RoundAt& at) const {
-  if (scheme_ != KeyScheme::kMlp || at.point == RoundPoint::kActivation || at.point == RoundPoint::kNormOut) return at.layer;
-  // The MLP keys these with the layer above (mlp_pass.h): they belong to the layer below.
-  switch (static_cast<MlpBackward>(at.slot)) {
-    case MlpBackward::kActivationGrad:
-    case MlpBackward::kNormInputGrad:
-    case MlpBackward::kNormWeightGrad:
-    case MlpBackward::kNormBiasGrad: return at.layer - 1;
-    default: return at.layer;  // kLossGrad's layer (= layers) is the last layer's slot
   }
 }
 
@@ -194,7 +158,7 @@ void StepNumerics<T>::observe_scores(int li, std::span<const T> s) {
 
 template <class T>
 void StepNumerics<T>::observe_linear_input(int site, int li, std::span<const T> x) {
-  if (!stats_ || scheme_ != KeyScheme::kTransformer || site > int(TfSite::kFcProj)) return;
+  if (!stats_ || site >= model_keys_->observed_sites()) return;
   double amax = 0, sq = 0;
   for (T e : x) {
     amax = std::max(amax, std::fabs(double(e)));

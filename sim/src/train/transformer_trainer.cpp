@@ -9,6 +9,7 @@
 #include "precsim/sim/train/split_step.h"
 #include "precsim/sim/train/trainer_core.h"
 #include "precsim/sim/train/weight_update.h"
+#include "precsim/sim/train/model_keys.h"
 
 namespace precsim {
 namespace {
@@ -26,7 +27,7 @@ struct TransformerTrainer<T>::Impl : TrainerCore<T> {
   std::vector<TransformerLayerStats> last_layers;
 
   Impl(const TransformerLayout& l, const Recipe* rec, const OptimizerConfig& o, uint64_t s, int64_t total)
-      : Core(rec, o, s, total, param_tensors(l), l.param_count, layernorm_params(l), KeyScheme::kTransformer,
+      : Core(rec, o, s, total, param_tensors(l), l.param_count, layernorm_params(l), transformer_keys(),
              int(l.blocks.size())),
         L(l) {
     // Slots (recipe_parts.h): embedding, per block the block, its attention and its MLP, the head.

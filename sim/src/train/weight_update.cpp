@@ -10,13 +10,6 @@
 namespace precsim {
 namespace {
 
-template <class T>
-uint64_t count_nonzero(std::span<const T> v) {
-  uint64_t n = 0;
-  for (T e : v) n += e != T(0) && std::isfinite(e);
-  return n;
-}
-
 // Per-tensor amax scaling of an FP8 optimizer state: stored as q(x * s) / s, s = max / amax.
 template <class T>
 void round_state(std::vector<T>& v, const Recipe& r, uint64_t seed, uint32_t tensor, uint64_t step, StepStats* st) {
@@ -36,26 +29,6 @@ void round_state(std::vector<T>& v, const Recipe& r, uint64_t seed, uint32_t ten
 }  // namespace
 
 template <class T>
-bool format_holds_type(const TensorFormat& tf) {
-  const Format& f = tf.format;
-  const bool wide = f.kind == FormatKind::kFloat && f.exp_bits >= 8 && f.man_bits >= 23 && f.subnormals;
-  return std::is_same_v<T, float> ? wide : (wide && f.man_bits >= 52 && f.exp_bits >= 11);
-}
-
-template <class T>
-void round_role(std::span<T> v, const TensorFormat& tf, Role role, uint64_t seed, uint64_t step, uint32_t tensor,
-                StepStats* st) {
-  if (format_holds_type<T>(tf)) return;
-  QuantOptions o;
-  o.rounding = tf.rounding;
-  o.sr_key = SrKey{seed, step, tensor, static_cast<uint32_t>(role)};
-  if (st) st->role_nonzero[static_cast<size_t>(role)] += count_nonzero(std::span<const T>(v));
-  QuantStats q;
-  quantize(tf.format, std::span<const T>(v.data(), v.size()), v, o, &q);
-  if (st) st->roles[static_cast<size_t>(role)] += q;
-}
-
-template <class T>
 void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, const OptimizerConfig& opt, double lr,
                   uint64_t seed, uint64_t step, StepStats& st) {
   st.lr = lr;
@@ -66,13 +39,13 @@ void apply_update(RunState<T>& s, std::span<const T> grads, const Recipe* r, con
   optimizer_update(target.data(), s.m.data(), s.v.data(), s.weights.data(), grads.data(), n, opt, lr, s.opt_steps);
   if (r) {
     round_state(s.m, *r, seed, sr_keys::kOptimizerM, step, &st);
-    if (opt.kind == "adamw") round_state(s.v, *r, seed, sr_keys::kOptimizerV, step, &st);
+    if (opt.kind == OptimizerKind::kAdamW) round_state(s.v, *r, seed, sr_keys::kOptimizerV, step, &st);
   }
   const std::vector<T> old = s.weights;
   if (!r || r->has_master()) {
     s.weights = target;
     if (r) {
-      const TensorFormat mf{r->master_weights, Rounding::kNearestEven, r->master_format};
+      const TensorFormat& mf = *r->master_weights;
       round_role(std::span<T>(s.weights), mf, Role::kMasterWeights, seed, step, sr_keys::kWeightUpdate, &st);
     }
   } else if (r->update_rounding == UpdateRounding::kKahan) {
@@ -154,8 +127,6 @@ void finish_step(RunState<T>& s, std::vector<T>& grads, const Recipe* r, const O
 }
 
 #define PRECSIM_WEIGHT_UPDATE(T)                                                                          \
-  template bool format_holds_type<T>(const TensorFormat&);                                               \
-  template void round_role<T>(std::span<T>, const TensorFormat&, Role, uint64_t, uint64_t, uint32_t, StepStats*); \
   template void apply_update<T>(RunState<T>&, std::span<const T>, const Recipe*, const OptimizerConfig&, double,  \
                                 uint64_t, uint64_t, StepStats&);                                         \
   template RunState<T> initial_state<T>(const std::vector<double>&, const Recipe*);                         \

@@ -7,6 +7,7 @@
 // implementation's (train/sr_keys.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -63,6 +64,44 @@ struct RoundAt {
   int layer = 0;
   uint32_t slot = 0;
   int group = 0;
+};
+
+// What one block saw in one forward pass, as the observe_* hooks collect it (the transformer's
+// blocks; models without attention observe none).
+struct TransformerLayerStats {
+  double score_amax = 0;        // max |Q K^T| over unmasked logits, before the 1/sqrt(hs) scale
+  uint64_t score_count = 0;     // unmasked logits
+  uint64_t score_overflow = 0;  // ... whose magnitude exceeds the scores format's largest finite value
+  // Inputs of the qkv, attention-projection, fc and fc-projection products: max |x| and RMS, and
+  // the FP8 delayed-scaling encode scale applied to that operand this step (0 when none).
+  std::array<double, 4> input_amax{}, input_rms{}, fp8_scale{};
+};
+
+// How a model's products and roundings take their stochastic-rounding tensor ids and
+// delayed-scaling slots, and which of its products and tensors the numerics treat apart: each model
+// supplies one (train/model_keys.h: the MLP's per-layer ids, the transformer's running count), so
+// the numerics behind Numerics<T> never ask which model they run. `count` is the running count of
+// ids handed out within the current step key; a model that numbers its tensors in order advances it.
+class ModelKeys {
+ public:
+  struct GemmIds {
+    uint32_t a = 0, b = 0;    // the operands' tensor ids
+    size_t delayed_slot = 0;  // A's delayed-scaling history; B's is the next
+  };
+  virtual ~ModelKeys() = default;
+  virtual GemmIds gemm(const GemmCall& call, uint32_t& count) const = 0;
+  virtual uint32_t round(const RoundAt& at, uint32_t& count) const = 0;
+  // The layer whose part recipe a rounding takes.
+  virtual int part_layer(const RoundAt& at) const { return at.layer; }
+  // Attention's products (Q K^T, P V), whose operands the recipe's attention precision decides.
+  virtual bool attention_product(int site) const { return (void)site, false; }
+  // Whether the model has attention products at all (their high-precision products are then made).
+  virtual bool has_attention() const { return false; }
+  // Sites 0 .. observed_sites() - 1 are the linear products whose inputs per-block statistics follow.
+  virtual int observed_sites() const { return 0; }
+  // Whether the parameter gradient is rounded at once (one RoundAt for every parameter), so that
+  // per-part weight-gradient formats re-round their parameter ranges afterwards.
+  virtual bool whole_weight_grads() const { return false; }
 };
 
 template <class T>

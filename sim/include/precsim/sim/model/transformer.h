@@ -12,8 +12,6 @@
 #include <span>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/data/batch.h"
 #include "precsim/sim/model/numerics.h"
@@ -63,9 +61,6 @@ TransformerLayout make_transformer_layout(const TransformerConfig& c, int vocab)
 // 1/sqrt(2 layers) (GPT-2); LayerNorm weights 1, biases 0.
 std::vector<double> init_transformer(const TransformerLayout& l, const TransformerConfig& c, uint64_t seed);
 
-nlohmann::json transformer_config_to_json(const TransformerConfig& c);
-// Strict: unknown keys ("type" is allowed and must be "transformer") throw std::invalid_argument.
-TransformerConfig transformer_config_from_json(const nlohmann::json& j);
 
 // The matrix products of the model (GemmCall::site): the four linear layers of a block, the logits,
 // and the two products of attention.

@@ -8,13 +8,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
+#include <string_view>
 
 namespace precsim {
 
+enum class OptimizerKind : uint8_t { kSgd, kAdamW };
+std::string_view to_string(OptimizerKind);
+
 struct OptimizerConfig {
-  std::string kind = "adamw";  // sgd | adamw
+  OptimizerKind kind = OptimizerKind::kAdamW;  // "sgd" | "adamw" in JSON
   double lr = 1e-3;
   double momentum = 0.9;       // sgd (PyTorch: dampening 0, no Nesterov; the first step copies g)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
@@ -37,8 +39,5 @@ template <class T>
 void optimizer_update(T* w_new, T* m, T* v, const T* w, const T* g, size_t n, const OptimizerConfig& c, double lr,
                       int64_t t);
 
-nlohmann::json optimizer_config_to_json(const OptimizerConfig& c);
-// Strict: unknown keys, wrong types and out-of-range values throw std::invalid_argument.
-OptimizerConfig optimizer_config_from_json(const nlohmann::json& j);
 
 }  // namespace precsim

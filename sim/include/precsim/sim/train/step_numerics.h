@@ -1,8 +1,8 @@
 // The one implementation of model/numerics.h behind every trainer: a recipe's arithmetic in FP32
 // opmath (T = float: RecipeGemm products, roundings into the recipe's formats with their roles'
 // statistics), or the exact FP64 reference (T = double, no recipe: gemm_f64, nothing rounded). The
-// model's key scheme (sr_keys.h) says how a rounding's stochastic-rounding tensor id is made: the
-// MLP's from layer and slot, the transformer's by counting roundings within a step key.
+// model's keys (model/numerics.h ModelKeys, train/model_keys.h) say how a rounding's and a product's
+// stochastic-rounding tensor ids and delayed-scaling slots are made; nothing here asks which model.
 #pragma once
 
 #include <array>
@@ -19,28 +19,12 @@
 
 namespace precsim {
 
-// What one transformer block saw in one forward pass.
-struct TransformerLayerStats {
-  double score_amax = 0;        // max |Q K^T| over unmasked logits, before the 1/sqrt(hs) scale
-  uint64_t score_count = 0;     // unmasked logits
-  uint64_t score_overflow = 0;  // ... whose magnitude exceeds the scores format's largest finite value
-  // Inputs of the qkv, attention-projection, fc and fc-projection products: max |x| and RMS, and
-  // the FP8 delayed-scaling encode scale applied to that operand this step (0 when none).
-  std::array<double, 4> input_amax{}, input_rms{}, fp8_scale{};
-};
-
-// How a model's roundings and products take their stochastic-rounding ids and delayed-scaling slots.
-enum class KeyScheme : uint8_t {
-  kMlp,          // ids from (layer, RoundAt::slot) and (layer, pass, operand): sr_keys::mlp_*
-  kTransformer,  // a running count per step key; slots by (layer, TfSite, pass, operand)
-};
-
 template <class T>
 class StepNumerics final : public Numerics<T> {
  public:
   // Throws std::invalid_argument naming a bad accumulation model or operand scheme of the recipe.
-  // `layers`: the transformer's blocks (their statistics); 0 for the MLP.
-  StepNumerics(const Recipe* r, uint64_t seed, KeyScheme scheme, int layers);
+  // `layers`: the blocks whose statistics `layer` holds (the transformer's); 0 for none.
+  StepNumerics(const Recipe* r, uint64_t seed, const ModelKeys& keys, int layers);
 
   RunState<T>* state = nullptr;          // delayed-scaling histories live in the state being stepped
   const ParallelSpec* parallel = nullptr;  // SyncBatchNorm's all-reduce algorithm
@@ -72,20 +56,17 @@ class StepNumerics final : public Numerics<T> {
 
  private:
   void recipe_gemm(const GemmCall& call, float* c, const float* a, const float* b);
-  uint32_t round_id(const RoundAt& at);
-  // The model layer whose part recipe a rounding takes.
-  int part_layer(const RoundAt& at) const;
   // The parameter gradient of the whole model rounded at once (the transformer's): the recipe's
   // format, then each part's ranges re-rounded from the unrounded values into its own.
   void round_weight_grads_by_part(std::span<T> v, uint64_t step);
 
   const Recipe* r_;
   uint64_t seed_;
-  KeyScheme scheme_;
+  const ModelKeys* model_keys_;
   int layers_;
   StepStats* stats_ = nullptr;  // null: no statistics (evaluation)
   std::vector<uint64_t> keys_{0};
-  uint32_t tensor_ = 0;  // KeyScheme::kTransformer: roundings so far within the step key
+  uint32_t tensor_ = 0;  // ids the model has counted within the step key (ModelKeys)
   // (attention products in high precision ? kGemmPasses : 0) + pass.
   std::array<RecipeGemm, 2 * kGemmPasses> gemms_;
   PartRecipes parts_;

@@ -32,9 +32,9 @@ struct TrainerCore {
   // tensors: the parameter tensors in parameter order (the DDP bucket units). Throws
   // std::invalid_argument naming a bad accumulation model or operand scheme of the recipe.
   TrainerCore(const Recipe* r, const OptimizerConfig& o, uint64_t sr_seed, int64_t total, std::vector<ParamRange> tensors,
-              size_t param_count, std::vector<ParamRange> norm, KeyScheme scheme, int layers)
+              size_t param_count, std::vector<ParamRange> norm, const ModelKeys& keys, int layers)
       : recipe(r), opt(o), seed(sr_seed), total_steps(total), split(std::move(tensors), param_count, r == nullptr),
-        norm_params(std::move(norm)), nx(r, sr_seed, scheme, layers) {
+        norm_params(std::move(norm)), nx(r, sr_seed, keys, layers) {
     nx.parallel = &split.parallel();
   }
   TrainerCore(const TrainerCore&) = delete;

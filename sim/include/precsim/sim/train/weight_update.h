@@ -1,6 +1,6 @@
-// The recipe's rounding points shared by every trainer: rounding a tensor into its role's format
-// with statistics, and the optimizer update of the weights (optimizer states, master copy, stored
-// weights with nearest, stochastic or Kahan-compensated rounding).
+// The optimizer update of the weights shared by every trainer (optimizer states, master copy, stored
+// weights with nearest, stochastic or Kahan-compensated rounding), the weight cast and the end of
+// a step.
 #pragma once
 
 #include <cstdint>
@@ -11,19 +11,10 @@
 #include "precsim/sim/parallel/split.h"
 #include "precsim/sim/train/optimizer.h"
 #include "precsim/sim/train/recipe.h"
+#include "precsim/sim/train/rounding.h"
 #include "precsim/sim/train/step_types.h"
 
 namespace precsim {
-
-// Whether rounding into tf leaves every value of T unchanged (always without a recipe).
-template <class T>
-bool format_holds_type(const TensorFormat& tf);
-
-// Rounds v in place into tf with stochastic-rounding key (seed, step, tensor, role); counts its
-// statistics and non-zero finite inputs into st under role (st may be null).
-template <class T>
-void round_role(std::span<T> v, const TensorFormat& tf, Role role, uint64_t seed, uint64_t step, uint32_t tensor,
-                StepStats* st);
 
 // out = the weights a step computes with: `weights` rounded into the recipe's weights format
 // (tensor sr_keys::kWeightCast), except the ranges `autocast_fp32`, which autocast keeps in FP32
