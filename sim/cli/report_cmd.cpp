@@ -125,10 +125,7 @@ void run_summary(const SummaryArgs& a) {
   else std::cout << summarize_report(doc, {.max_rows = a.rows});
 }
 
-const Registrar reg(90, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("report", "read reports back: summary, diff, compare, check, validate, export");
-  cmd->require_subcommand(1);
-
+void add_summary(CLI::App* cmd) {
   auto* summary = cmd->add_subcommand(
       "summary", "the table the command printed when it ran (every kind: formats, quantize, analyze, dot, gemm, "
                  "allreduce, train, demo, sweep, attribute, search); --full for the configuration and every result as a tree");
@@ -137,7 +134,9 @@ const Registrar reg(90, [](CLI::App& app) {
   summary->add_option("--rows", s->rows, "rows of each array in the tree of --full (default 20)")->check(CLI::Range(size_t{1}, size_t{1} << 40));
   summary->add_flag("--full", s->full, "configuration, seeds and every result as a tree, whatever the kind");
   summary->callback([s] { run_summary(*s); });
+}
 
+void add_diff(CLI::App* cmd) {
   auto* diff = cmd->add_subcommand("diff", "what differs between two reports (exit 1 when they differ)");
   auto d = std::make_shared<std::pair<std::string, std::string>>();
   diff->add_option("first", d->first, "first report")->required();
@@ -153,7 +152,9 @@ const Registrar reg(90, [](CLI::App& app) {
     std::cout << format_diff(r, d->first, d->second);
     if (!r.same()) exit_with(kExitCheckFailed);
   });
+}
 
+void add_compare(CLI::App* cmd) {
   auto* compare = cmd->add_subcommand(
       "compare", "two variants of a train report, paired by seed: per-seed differences, their mean with a 95% interval, "
                  "and a verdict against seed noise and the chaos floor");
@@ -172,7 +173,9 @@ const Registrar reg(90, [](CLI::App& app) {
       throw UsageError(fmt::format("report compare '{}': not a train report's results ({})", file, e.what()));
     }
   });
+}
 
+void add_check(CLI::App* cmd) {
   auto* check = cmd->add_subcommand("check",
                                     "regression check of a run against a baseline; exit 1 naming every metric outside its rule");
   auto c = std::make_shared<CheckArgs>();
@@ -188,7 +191,9 @@ const Registrar reg(90, [](CLI::App& app) {
   check->add_option("--junit", c->junit, "also write the outcome as JUnit XML to FILE (one test case per failing metric)");
   check->add_option("--atol", c->atol, "absolute tolerance for numeric metrics no rule names")->check(CLI::NonNegativeNumber);
   check->callback([c] { run_check(*c); });
+}
 
+void add_validate(CLI::App* cmd) {
   auto* validate = cmd->add_subcommand("validate", "check reports against the precsim.report/1 rules (exit 1 if invalid)");
   auto v = std::make_shared<std::vector<std::string>>();
   validate->add_option("reports", *v, "report files")->required();
@@ -205,7 +210,9 @@ const Registrar reg(90, [](CLI::App& app) {
     }
     if (!ok) exit_with(kExitCheckFailed);
   });
+}
 
+void add_export(CLI::App* cmd) {
   auto* exp = cmd->add_subcommand("export", "write a report's tables and series as CSV files");
   auto e = std::make_shared<std::pair<std::string, std::string>>();
   exp->add_option("--csv", e->first, "folder for the CSV files (created if missing)")->required();
@@ -220,6 +227,17 @@ const Registrar reg(90, [](CLI::App& app) {
     }
     for (const auto& f : files) std::cout << (std::filesystem::path(e->first) / f).string() << "\n";
   });
+}
+
+const Registrar reg(90, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("report", "read reports back: summary, diff, compare, check, validate, export");
+  cmd->require_subcommand(1);
+  add_summary(cmd);
+  add_diff(cmd);
+  add_compare(cmd);
+  add_check(cmd);
+  add_validate(cmd);
+  add_export(cmd);
 });
 
 }  // namespace

@@ -203,6 +203,71 @@ QuantStats store_native(const double* acc, int64_t m, int64_t n, Out* c, int64_t
   return st;
 }
 
+// Every accumulator (block scales applied, inside the instruction or per block sum), and the alpha
+// the epilogue applies (alpha times the tensor scales, in the compute format).
+double accumulate_all(const AccumModel& model, const detail::AccumEngine& eng, const detail::KernelArgs& ka,
+                      const GemmArgs& g, bool f64_acc, double alpha, double* acc) {
+  const bool in_instruction = model.kind == AccumKind::kBlockFma && model.block.in_instruction_scales;
+  if (!in_instruction && !g.a_scales.scale && !g.b_scales.scale) {
+    accumulate(model, eng, ka, acc);
+    return alpha;
+  }
+  if (in_instruction) {
+    detail::in_instruction_scaled_gemm(eng, ka, g.a_scales, g.b_scales, acc);
+  } else {
+    const ScaleGroups sg = scale_groups(g);
+    if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc);
+    else accumulate_scaled<float>(model, eng, ka, sg, g, acc);
+  }
+  const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
+                           : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
+  return f64_acc ? alpha * t : to_f32(alpha * t);
+}
+
+// Epilogue: alpha, beta*C in the compute format, then one rounding into the output format (none
+// where the output is the native accumulator format).
+template <class Out>
+void epilogue(const GemmArgs& g, int64_t ldc, const double* acc, double alpha, double beta, const Format& compute,
+              bool out_native, int threads, Out* c, GemmStats& stats) {
+  QuantOptions co;  // the epilogue's compute-format arithmetic: nearest-even
+  QuantStats out_stats;
+  uint64_t nans = 0, infs = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : nans, infs)
+  {
+    QuantStats local;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        uint32_t st = 0;
+        double t = acc[i * g.n + j];
+        if (alpha != 1.0) t = detail::round_value(compute, co, alpha * t, st);
+        Out& dst = c[i * ldc + j];
+        if (beta != 0.0) {
+          const double bc = detail::round_value(compute, co, beta * static_cast<double>(dst), st);
+          t = detail::round_sum(compute, co, t, bc, st);
+        }
+        double v;
+        uint32_t s = 0;
+        if (out_native) {
+          v = t;
+          if (std::isnan(v)) s |= kNanResult;
+        } else {
+          v = round_to(g.out_format, t, g.out_options, &s, static_cast<uint64_t>(i * g.n + j));
+        }
+        local.add(s);
+        nans += std::isnan(v);
+        infs += std::isinf(v);
+        dst = static_cast<Out>(v);
+      }
+    }
+#pragma omp critical
+    out_stats += local;
+  }
+  stats.output = out_stats;
+  stats.nan_outputs = nans;
+  stats.inf_outputs = infs;
+}
+
 template <class Out>
 GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, const float* b, Out* c) {
   Layout l = resolve_layout(g);
@@ -219,7 +284,6 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const Format& compute = f64_acc ? fp64_format() : fp32_format();
   const double alpha = f64_acc ? g.alpha : to_f32(g.alpha);
   const double beta = f64_acc ? g.beta : to_f32(g.beta);
-  QuantOptions co;  // the epilogue's compute-format arithmetic: nearest-even
   const bool out_native32 = std::is_same_v<Out, float> && g.out_format == fp32_format() && g.out_options == QuantOptions();
   const bool out_native64 = std::is_same_v<Out, double> && g.out_format == fp64_format() && g.out_options == QuantOptions();
 
@@ -229,66 +293,12 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
-  double scaled_alpha = alpha;
-  const bool in_instruction = model.kind == AccumKind::kBlockFma && model.block.in_instruction_scales;
-  if (in_instruction || g.a_scales.scale || g.b_scales.scale) {
-    if (in_instruction) {
-      detail::in_instruction_scaled_gemm(eng, ka, g.a_scales, g.b_scales, acc.get());
-    } else {
-      const ScaleGroups sg = scale_groups(g);
-      if (f64_acc) accumulate_scaled<double>(model, eng, ka, sg, g, acc.get());
-      else accumulate_scaled<float>(model, eng, ka, sg, g, acc.get());
-    }
-    const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
-                             : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
-    scaled_alpha = f64_acc ? alpha * t : to_f32(alpha * t);
-  } else {
-    accumulate(model, eng, ka, acc.get());
-  }
-
+  const double scaled_alpha = accumulate_all(model, eng, ka, g, f64_acc, alpha, acc.get());
   if ((out_native32 || out_native64) && scaled_alpha == 1.0 && beta == 0.0) {
     stats.output = store_native(acc.get(), g.m, g.n, c, l.ldc, threads, stats.nan_outputs, stats.inf_outputs);
     return stats;
   }
-  // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format.
-  QuantStats out_stats;
-  uint64_t nans = 0, infs = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : nans, infs)
-  {
-    QuantStats local;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t j = 0; j < g.n; ++j) {
-        uint32_t st = 0;
-        double t = acc[i * g.n + j];
-        if (scaled_alpha != 1.0) t = detail::round_value(compute, co, scaled_alpha * t, st);
-        Out& dst = c[i * l.ldc + j];
-        if (beta != 0.0) {
-          const double bc = detail::round_value(compute, co, beta * static_cast<double>(dst), st);
-          t = detail::round_sum(compute, co, t, bc, st);
-        }
-        double v;
-        if (out_native32 || out_native64) {
-          v = t;
-          uint32_t s = 0;
-          if (std::isnan(v)) s |= kNanResult;
-          local.add(s);
-        } else {
-          uint32_t s = 0;
-          v = round_to(g.out_format, t, g.out_options, &s, static_cast<uint64_t>(i * g.n + j));
-          local.add(s);
-        }
-        nans += std::isnan(v);
-        infs += std::isinf(v);
-        dst = static_cast<Out>(v);
-      }
-    }
-#pragma omp critical
-    out_stats += local;
-  }
-  stats.output = out_stats;
-  stats.nan_outputs = nans;
-  stats.inf_outputs = infs;
+  epilogue(g, l.ldc, acc.get(), scaled_alpha, beta, compute, out_native32 || out_native64, threads, c, stats);
   return stats;
 }
 

@@ -40,6 +40,7 @@ void round_role(std::span<T> v, const TensorFormat& tf, Role role, uint64_t seed
 template bool format_holds_type<float>(const TensorFormat&);
 template bool format_holds_type<double>(const TensorFormat&);
 template void round_role<float>(std::span<float>, const TensorFormat&, Role, uint64_t, uint64_t, uint32_t, StepStats*);
-template void round_role<double>(std::span<double>, const TensorFormat&, Role, uint64_t, uint64_t, uint32_t, StepStats*);
+template void round_role<double>(std::span<double>, const TensorFormat&, Role, uint64_t, uint64_t, uint32_t,
+                                 StepStats*);
 
 }  // namespace precsim
