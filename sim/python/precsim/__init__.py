@@ -12,11 +12,12 @@ from ._gemm import accum_model, accum_models, dot, gemm
 from ._optim import Optimizer
 from ._precsim import (BlockPacked, CheckRefused, Format, QuantOptions, QuantStats, ReportError, formats,
                        get_num_threads, set_num_threads)
+from ._recipe import Recipe
 from ._train import recipes, train
 
 __all__ = [
     "Format", "formats", "quantize", "encode", "decode", "ml_dtype", "pack_fp4", "unpack_fp4", "block_quantize",
     "block_encode", "block_decode", "analyze", "BlockEncoded", "block_scaling_presets", "error_stats", "gemm", "dot", "accum_models",
-    "accum_model", "allreduce", "Optimizer", "train", "recipes", "report", "set_num_threads", "get_num_threads", "QuantOptions",
+    "accum_model", "allreduce", "Optimizer", "Recipe", "train", "recipes", "report", "set_num_threads", "get_num_threads", "QuantOptions",
     "QuantStats", "BlockPacked", "ReportError", "CheckRefused",
 ]
