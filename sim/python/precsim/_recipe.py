@@ -4,7 +4,7 @@ recipe. Presets, validation and messages are the engine's; this module only wrap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Union
+from typing import Any, Dict, List, Mapping, Union
 
 from . import _precsim as _c
 
@@ -85,7 +85,7 @@ class Recipe:
         Recipe.preset(other) to take another preset's keys."""
         return Recipe._of(self._typed.replace(changes))
 
-    def layer_recipes(self, layers: int) -> list:
+    def layer_recipes(self, layers: int) -> List[Recipe]:
         """The recipe of each linear layer of an MLP with `layers` layers, as precsim train resolves
         keep_bf16_layers and per-layer keys; [] when every layer takes this recipe."""
         return [Recipe._of(t) for t in self._typed.layer_recipes(int(layers))]
