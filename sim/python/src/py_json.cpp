@@ -140,6 +140,14 @@ const char* kind_of(const json& j) {
   return j.type_name();
 }
 
+json parse_text(const std::string& text, const std::string& what) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(what + ": not valid JSON: " + e.what());
+  }
+}
+
 }  // namespace
 
 json json_from_py(nb::handle value, const std::string& what) { return ToJson(what).value(value, nullptr, 0); }
@@ -168,14 +176,6 @@ nb::object py_from_json(const json& j) {
       return out;
     }
     default: return nb::none();  // null, discarded; binary values are not in any document
-  }
-}
-
-json parse_text(const std::string& text, const std::string& what) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(what + ": not valid JSON: " + e.what());
   }
 }
 

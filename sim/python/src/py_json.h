@@ -24,12 +24,9 @@ nlohmann::json json_from_py(nb::handle value, const std::string& what);
 // A JSON value as json.loads(j.dump()) gives it: NaN and Infinity as None (dump writes them null).
 nb::object py_from_json(const nlohmann::json& j);
 
-// A JSON file read and parsed; a missing file raises FileNotFoundError (OSError), invalid JSON a
-// ValueError "<what>: not valid JSON: ..." as parse_text does.
+// A JSON file (a config or check rules) read and parsed: a missing file raises FileNotFoundError
+// (OSError), as Python's open() did; invalid JSON a ValueError "<what>: not valid JSON: ...".
 nlohmann::json parse_json_file(const std::string& path, const std::string& what);
-
-// JSON text parsed; a parse error becomes ValueError "<what>: not valid JSON: ...".
-nlohmann::json parse_text(const std::string& text, const std::string& what);
 
 void bind_json(nb::module_& m);
 
