@@ -4,7 +4,6 @@ torch twin (precsim.torch.emulate + torch.optim.SGD, which equals the trainer bi
 test_torch.py), and every metric formula of reports/METRICS.md written out here in NumPy. A
 factor of two, a wrong denominator or a metric taken at the wrong step fails."""
 import copy
-import json
 
 import numpy as np
 import pytest
@@ -43,7 +42,7 @@ def _loss_and_grad(model, x, y, loss_fn):
 def by_hand():
     torch.set_num_threads(1)
     seed, lr, mom = CONFIG["seed"], CONFIG["optimizer"]["lr"], CONFIG["optimizer"]["momentum"]
-    problem = precsim._precsim.mlp_problem(json.dumps(CONFIG), seed)
+    problem = precsim._precsim.mlp_problem(CONFIG, seed)
     x32 = torch.from_numpy(problem["x_train"])
     y = torch.from_numpy(problem["y_train"]).long()
     ref = mlp_twin(problem, torch.float64)

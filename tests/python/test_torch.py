@@ -1,7 +1,5 @@
 """precsim.torch: autograd functions, Linear/matmul/emulate under a recipe, and a PyTorch MLP trained
 under emulate() step for step against `precsim train` on the same weights and batches."""
-import json
-
 import numpy as np
 import pytest
 
@@ -22,7 +20,7 @@ def _train_torch(recipe, precsim_arithmetic):
     (pt.cross_entropy); else torch's own F.cross_entropy."""
     torch.manual_seed(0)
     seed, lr, mom = CONFIG["seed"], CONFIG["optimizer"]["lr"], CONFIG["optimizer"]["momentum"]
-    problem = precsim._precsim.mlp_problem(json.dumps(CONFIG), seed)
+    problem = precsim._precsim.mlp_problem(CONFIG, seed)
     x_all, y_all = torch.from_numpy(problem["x_train"]), torch.from_numpy(problem["y_train"]).long()
     model = mlp_twin(problem)
     emu = pt.emulate(model, recipe, seed=seed)

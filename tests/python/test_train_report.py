@@ -52,3 +52,20 @@ def test_report_and_config_errors(tmp_path):
         precsim.train({**CONFIG, "stepz": 3})
     with pytest.raises(TypeError, match="config must be a dict or a path"):
         precsim.train(3)
+
+
+def test_rules_and_configs_as_dicts_or_files_read_alike(reports, tmp_path):
+    d, ours, theirs = reports
+    bad = {"rules": [{"path": "results.runs", "mode": "fuzzy"}]}
+    (tmp_path / "rules.json").write_text(json.dumps(bad))
+    for rules in (bad, tmp_path / "rules.json", str(tmp_path / "rules.json")):
+        with pytest.raises(ValueError, match=r"rules\[0\]\.mode: 'fuzzy' is not one of"):
+            precsim.report.check(theirs, ours, rules=rules)
+    (tmp_path / "empty.json").write_text("{}")
+    assert precsim.report.check(theirs, ours, rules=tmp_path / "empty.json") == precsim.report.check(theirs, ours, rules={})
+    assert precsim.report.check(d / "cli.json", ours)["passed"]  # a report path is read by the engine
+    (tmp_path / "broken.json").write_text('{"steps": 3,')
+    with pytest.raises(ValueError, match=r"^config: not valid JSON: "):
+        precsim.train(tmp_path / "broken.json")
+    with pytest.raises(FileNotFoundError):
+        precsim.report.check(theirs, ours, rules=tmp_path / "missing.json")

@@ -1,7 +1,6 @@
 """Block-scaled formats (MX, MXINT8, NVFP4, FP8 tensor/row/tile/block): fake quantization, the packed
 form and back. An array of any rank is rows x cols: the last dimension is cols (axis 1, the K of
 an activation or weight), the others fold into rows; 0-d and 1-d arrays are one row."""
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +106,6 @@ def analyze(x, schemes, *, rounding="nearest-even", overflow="ieee", flush_subno
     a = a.astype(np.float32) if a.dtype.kind in "biu" else values(a, "x")
     a = np.ascontiguousarray(a, dtype=np.float32)
     o = options(rounding, overflow, flush_subnormals, sr_bits, seed)
-    result = json.loads(_c.analyze(a.reshape(-1), [int(n) for n in a.shape], names, o))
+    result = _c.analyze(a.reshape(-1), [int(n) for n in a.shape], names, o)
     result.update(dtype=dtype, shape=list(a.shape))
     return result

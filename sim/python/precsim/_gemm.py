@@ -1,7 +1,5 @@
 """Matrix and dot products as an accumulation model computes them (Tensor Core block FMA,
 sequential, pairwise, Kahan, exact, split-K, promotion)."""
-import json
-
 import numpy as np
 
 from . import _precsim as _c
@@ -54,11 +52,11 @@ def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_
     return (value, st) if status else value
 
 
-def accum_models():
+def accum_models() -> list:
     """Every accumulation model preset, as the dicts `precsim gemm` writes into its reports."""
-    return json.loads(_c.accum_models())
+    return _c.accum_models()
 
 
-def accum_model(spec):
+def accum_model(spec: str) -> dict:
     """A model spec resolved to all its parameters (a dict)."""
-    return json.loads(_c.accum_model(spec))
+    return _c.accum_model(spec)

@@ -1,35 +1,41 @@
 """Reports read back, validated and compared, as `precsim report` does (same messages)."""
-import json
+from __future__ import annotations
+
 import os
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _precsim as _c
 
+Document = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
-def _text(doc, what):
+
+def _doc(doc: Any, what: str) -> Union[Dict[str, Any], str]:
+    """A report as the engine takes it: a dict, or a path as a str (read and checked by C++)."""
     if isinstance(doc, (str, os.PathLike)):
-        return json.dumps(load(doc))
-    if isinstance(doc, dict):
-        return json.dumps(doc)
+        return os.fspath(doc)
+    if isinstance(doc, Mapping):
+        return dict(doc)
     raise TypeError(f"{what} must be a report dict or a path, not {type(doc).__name__}")
 
 
-def load(path):
+def load(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     """A report file as a dict; ReportError (a ValueError) names the file and what is wrong."""
-    return json.loads(_c.load_report(os.fspath(path)))
+    return _c.load_report(os.fspath(path))
 
 
-def validate(doc):
+def validate(doc: Document) -> List[str]:
     """Every problem `precsim report validate` finds (digest, per-kind rules); empty when valid."""
-    return list(_c.validate_report(_text(doc, "report")))
+    return list(_c.validate_report(_doc(doc, "report")))
 
 
-def check(baseline, run, *, rules=None, rtol=None, atol=None):
+def check(baseline: Document, run: Document, *, rules: Optional[Document] = None, rtol: Optional[float] = None,
+          atol: Optional[float] = None) -> Dict[str, Any]:
     """`precsim report check`: run against baseline metric by metric under rules (a dict in the
     rules-file format, or a path); rtol/atol give a tolerance to metrics no rule names. Returns
     {"passed", "compared", "failures": [{"path", "message"}]}; CheckRefused when the two cannot
     be compared (another kind or configuration)."""
-    r = None if rules is None else (json.dumps(rules) if isinstance(rules, dict) else open(rules).read())
-    return json.loads(_c.check_report(_text(baseline, "baseline"), _text(run, "run"), r, rtol, atol))
+    r = None if rules is None else (os.fspath(rules) if isinstance(rules, (str, os.PathLike)) else rules)
+    return _c.check_report(_doc(baseline, "baseline"), _doc(run, "run"), r, rtol, atol)
 
 
 ReportError = _c.ReportError

@@ -16,6 +16,7 @@
 #include "precsim/sim/analysis/tensor_analysis.h"
 #include "precsim/sim/analysis/tensor_report.h"
 #include "py_common.h"
+#include "py_json.h"
 
 namespace precsim::py {
 namespace {
@@ -111,7 +112,7 @@ void bind_block(nb::module_& m) {
   }, nb::arg("x").noconvert(), nb::arg("q").noconvert(),
         "Error of an approximation q of x (analyze's QSNR, MSE, max relative error), summed in a fixed order.");
 
-  // analyze's statistics of one tensor, as the JSON text of the CLI report's entry for it.
+  // analyze's statistics of one tensor, as the CLI report's entry for it.
   m.def("analyze", [](Array<const float> x, const std::vector<size_t>& shape, const std::vector<std::string>& names,
                       const QuantOptions& o) {
     const std::vector<BlockScaling> schemes = resolve_schemes(names, o);
@@ -121,7 +122,7 @@ void bind_block(nb::module_& m) {
       nb::gil_scoped_release release;
       t = analyze_tensor(std::span<const float>(x.data(), x.size()), shape, schemes, 0);
     }
-    return tensor_analysis_json(t).dump();
+    return py_from_json(tensor_analysis_json(t));
   }, nb::arg("x").noconvert(), nb::arg("shape"), nb::arg("schemes"), nb::arg("options"));
 
   m.def("block_fake_quantize", [](const std::string& scheme, Array<const float> in, Array<float> out, size_t rows,

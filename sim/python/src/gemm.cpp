@@ -13,6 +13,7 @@
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/accum/accum_model_json.h"
 #include "py_common.h"
+#include "py_json.h"
 
 namespace precsim::py {
 namespace {
@@ -132,10 +133,10 @@ void bind_gemm(nb::module_& m) {
   m.def("accum_models", [] {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& p : accum_presets()) j.push_back(to_json(p));
-    return j.dump();
-  }, "The accumulation model presets as JSON text.");
-  m.def("accum_model", [](const std::string& spec) { return to_json(parse_accum_model(spec)).dump(); },
-        nb::arg("spec"), "A model spec resolved, as JSON text.");
+    return py_from_json(j);
+  }, "The accumulation model presets, as dicts.");
+  m.def("accum_model", [](const std::string& spec) { return py_from_json(to_json(parse_accum_model(spec))); },
+        nb::arg("spec"), "A model spec resolved, as a dict.");
 }
 
 }  // namespace precsim::py

@@ -1,10 +1,9 @@
-// What precsim.torch computes with: a recipe's linear layer and matrix product (train/recipe_linear.h),
-// recipes by name or JSON, and the MLP problem of a train config (data, batches, initial weights),
-// so that a PyTorch model can start from `precsim train`'s weights and batches.
+// What precsim.torch computes with: a recipe's linear layer and matrix product (train/recipe_linear.h)
+// and the MLP problem of a train config (data, batches, initial weights), so that a PyTorch model can
+// start from `precsim train`'s weights and batches.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <span>
 #include <stdexcept>
@@ -15,23 +14,9 @@
 #include "precsim/sim/model/mlp.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_linear.h"
-#include "precsim/sim/train/recipe_parts.h"
-#include "precsim/sim/train/recipe_json.h"
 #include "py_common.h"
 
 namespace precsim::py {
-
-Recipe recipe_of(const std::string& spec) {
-  if (!spec.empty() && spec.front() == '{') {
-    try {
-      return recipe_from_json(nlohmann::json::parse(spec), "custom");
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument(std::string("recipe: ") + e.what());
-    }
-  }
-  return recipe_preset(spec);
-}
-
 namespace {
 
 template <class T>
@@ -48,13 +33,8 @@ nb::ndarray<nb::numpy, float> owned(const std::vector<double>& v, std::vector<si
   return owned_array(std::vector<float>(v.begin(), v.end()), std::move(shape));
 }
 
-nb::dict mlp_problem(const std::string& config_text, uint64_t seed) {
-  TrainConfig c;
-  try {
-    c = train_config_from_json(nlohmann::json::parse(config_text));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("config: ") + e.what());
-  }
+nb::dict mlp_problem(nb::handle config, uint64_t seed) {
+  const TrainConfig c = train_config_of(config);
   if (c.model_type != "mlp") throw std::invalid_argument("model.type '" + c.model_type + "': only the mlp has a problem here");
   const Dataset d = make_dataset(c.data, seed);
   const MlpLayout l = make_mlp_layout(c.model, d.features, d.outputs);
@@ -85,21 +65,8 @@ nb::dict mlp_problem(const std::string& config_text, uint64_t seed) {
 }  // namespace
 
 void bind_linear(nb::module_& m) {
-  m.def("recipe", [](const std::string& spec) { return recipe_to_json(recipe_of(spec)).dump(); }, nb::arg("spec"),
-        "A recipe preset or JSON object resolved to every key, as JSON text.");
-  m.def("layer_recipes", [](const std::string& spec, int layers) {
-        // The recipe each linear layer of an MLP with `layers` layers computes with, as precsim train
-        // resolves it (keep_bf16_layers, layers overrides); empty when the recipe names no part.
-        const PartRecipes parts(recipe_of(spec), false, layers);
-        std::vector<std::string> out;
-        for (int s = 0; s < parts.slots(); ++s) out.push_back(recipe_to_json(parts.at(s)).dump());
-        return out;
-      }, nb::arg("spec"), nb::arg("layers"),
-        "Per-layer recipes (JSON text) of an MLP with `layers` linear layers; [] when every layer takes the recipe itself.");
   nb::class_<RecipeLinear>(m, "RecipeLinear", "A recipe's linear layer and matrix product (train/recipe_linear.h).")
-      .def("__init__", [](RecipeLinear* self, const std::string& recipe, uint64_t seed, int layer) {
-        new (self) RecipeLinear(recipe_of(recipe), seed, layer);
-      }, nb::arg("recipe"), nb::arg("seed"), nb::arg("layer"))
+      .def(nb::init<const Recipe&, uint64_t, int>(), nb::arg("recipe"), nb::arg("seed"), nb::arg("layer"))
       .def_prop_ro("name", [](const RecipeLinear& l) { return l.recipe().name; })
       .def("cast_weights", [](RecipeLinear& l, Array<float> v, uint32_t tensor, uint64_t step) {
         nb::gil_scoped_release release;

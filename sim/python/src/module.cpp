@@ -38,6 +38,8 @@ NB_MODULE(_precsim, m) {
     omp_set_num_threads(n);
   }, nb::arg("n"), "Worker threads of every later call; results do not depend on it.");
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  bind_json(m);
+  bind_recipe(m);  // before the bindings that take a TypedRecipe
   bind_formats(m);
   bind_arrays(m);
   bind_block(m);

@@ -16,16 +16,18 @@
 #include "precsim/sim/train/weight_update.h"
 #include "precsim/sim/train/optimizer_json.h"
 #include "py_common.h"
+#include "py_json.h"
 
 namespace precsim::py {
 namespace {
 
 class StepEnd {
  public:
-  StepEnd(Array<const float> params, const std::string& optimizer_json, const std::string& recipe, uint64_t seed)
-      : recipe_(recipe_of(recipe)), seed_(seed) {
+  StepEnd(Array<const float> params, nb::handle optimizer, const Recipe& recipe, uint64_t seed)
+      : recipe_(recipe), seed_(seed) {
+    const nlohmann::json j = json_from_py(optimizer, "optimizer");
     try {
-      opt_ = optimizer_config_from_json(nlohmann::json::parse(optimizer_json));
+      opt_ = optimizer_config_from_json(j);
     } catch (const nlohmann::json::exception& e) {
       throw std::invalid_argument(std::string("optimizer: ") + e.what());
     }
@@ -72,7 +74,7 @@ class StepEnd {
 void bind_optim(nb::module_& m) {
   nb::class_<StepEnd>(m, "StepEnd", "The end of a training step (train/weight_update.h finish_step) on a flat FP32 "
                                     "parameter vector.")
-      .def(nb::init<Array<const float>, const std::string&, const std::string&, uint64_t>(), nb::arg("params"),
+      .def(nb::init<Array<const float>, nb::handle, const Recipe&, uint64_t>(), nb::arg("params"),
            nb::arg("optimizer"), nb::arg("recipe"), nb::arg("seed"))
       .def("step", &StepEnd::step, nb::arg("grads").noconvert(), nb::arg("lr"))
       .def("get_weights", [](const StepEnd& s) { return owned_array(s.state().weights, {s.state().weights.size()}); })

@@ -1,5 +1,5 @@
-// What every binding file shares: array types, the rounding options as Python passes them, and the
-// bridge that moves JSON between the libraries and Python (as text: Python's json module parses it).
+// What every binding file shares: array types and the rounding options as Python passes them (JSON
+// values cross through py_json.h).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -15,7 +15,7 @@
 #include "precsim/formats/quant_options.h"
 
 namespace precsim {
-struct Recipe;
+struct TrainConfig;
 }
 
 namespace precsim::py {
@@ -36,8 +36,9 @@ using KeyTuple = std::tuple<uint64_t, uint32_t, uint32_t>;
 QuantOptions make_options(const std::string& rounding, const std::string& overflow, bool flush_subnormals,
                           int sr_bits, uint64_t seed, const KeyTuple& key);
 
-// A recipe preset name, or a JSON object {"preset", overrides...} as in a train config.
-Recipe recipe_of(const std::string& spec);
+// A train config: a dict (keys as `precsim train --config-help` lists them) or the path of a JSON
+// file, read by C++; every error a ValueError beginning "config" (a missing file: FileNotFoundError).
+TrainConfig train_config_of(nb::handle config);
 
 // A NumPy array that takes ownership of `v` (freed when Python drops the array).
 template <class T>
@@ -50,6 +51,8 @@ nb::ndarray<nb::numpy, T> owned_array(std::vector<T> v, std::vector<size_t> shap
 // The number of elements of an array (the product of its shape).
 size_t element_count(const AnyArray& a);
 
+void bind_json(nb::module_& m);
+void bind_recipe(nb::module_& m);
 void bind_formats(nb::module_& m);
 void bind_arrays(nb::module_& m);
 void bind_block(nb::module_& m);

@@ -1,21 +1,23 @@
 """Linear layers and matrix products computed as a precsim recipe says (the recipe names and keys
 of `precsim train`), and emulate(), which puts them in place of a model's nn.Linear modules."""
-import json
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Union
 
 import numpy as np
 import torch
 from torch import nn
 
 import precsim
+from precsim._recipe import Recipe, RecipeLike, as_recipe
 
 from ._tensors import as_numpy, from_numpy
 
 _EMPTY = np.empty(0, np.float32)
 
 
-def _engine(recipe, seed, layer):
-    spec = json.dumps(recipe) if isinstance(recipe, dict) else str(recipe)
-    return precsim._precsim.RecipeLinear(spec, int(seed), int(layer))
+def _engine(recipe: Recipe, seed: int, layer: int) -> Any:
+    return precsim._precsim.RecipeLinear(recipe._typed, int(seed), int(layer))
 
 
 class _LinearFn(torch.autograd.Function):
@@ -51,23 +53,25 @@ class _LinearFn(torch.autograd.Function):
 
 
 class Linear(nn.Linear):
-    """nn.Linear whose forward, dgrad and wgrad are computed as `recipe` says: a preset name
-    ("bf16-amp", "mxfp8", "nvfp4", ...) or a dict {"preset": ..., overrides} as in a train config.
+    """nn.Linear whose forward, dgrad and wgrad are computed as `recipe` says: a precsim.Recipe, a
+    preset name ("bf16-amp", "mxfp8", "nvfp4", ...) or a dict {"preset": ..., overrides} as in a
+    train config (held as a Recipe in .recipe).
     Weights and bias are cast into the recipe's weights format, the output rounded into its
     activations format; the gradients into its activation- and weight-gradient formats. `seed` and
     `layer` key stochastic rounding as `precsim train` keys layer `layer` of an MLP; `step` counts
     training forwards (set it to align with an external step counter)."""
 
-    def __init__(self, in_features, out_features, bias=True, recipe="fp32", seed=0, layer=0, device=None, dtype=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, recipe: RecipeLike = "fp32",
+                 seed: int = 0, layer: int = 0, device: Any = None, dtype: Optional[torch.dtype] = None) -> None:
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self._set_recipe(recipe, seed, layer)
 
-    def _set_recipe(self, recipe, seed, layer):
-        self.recipe, self.seed, self.layer, self.step = recipe, seed, layer, 0
-        self._engine = _engine(recipe, seed, layer)
+    def _set_recipe(self, recipe: RecipeLike, seed: int, layer: int) -> None:
+        self.recipe, self.seed, self.layer, self.step = as_recipe(recipe), seed, layer, 0
+        self._engine = _engine(self.recipe, seed, layer)
 
     @classmethod
-    def from_linear(cls, linear, recipe, seed=0, layer=0):
+    def from_linear(cls, linear: nn.Linear, recipe: RecipeLike, seed: int = 0, layer: int = 0) -> Linear:
         """An emulated layer sharing linear's parameters (no copy)."""
         m = cls.__new__(cls)
         nn.Module.__init__(m)
@@ -77,13 +81,13 @@ class Linear(nn.Linear):
         m._set_recipe(recipe, seed, layer)
         return m
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = _LinearFn.apply(x, self.weight, self.bias, self._engine, self.step)
         if self.training:
             self.step += 1
         return y
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return super().extra_repr() + f", recipe={self.recipe!r}"
 
 
@@ -116,41 +120,44 @@ class _MatmulFn(torch.autograd.Function):
         return da, db, None, None
 
 
-def matmul(a, b, recipe="fp32", *, seed=0, layer=0, step=0):
+def matmul(a: torch.Tensor, b: torch.Tensor, recipe: RecipeLike = "fp32", *, seed: int = 0, layer: int = 0,
+           step: int = 0) -> torch.Tensor:
     """a @ b (2-D) with forward, dgrad and wgrad products as the recipe's gemm specs say (operand
-    formats and scaling along K, accumulation model); the products are not rounded further."""
-    return _MatmulFn.apply(a, b, _engine(recipe, seed, layer), step)
+    formats and scaling along K, accumulation model); the products are not rounded further.
+    recipe: a precsim.Recipe, a preset name or a recipe dict."""
+    return _MatmulFn.apply(a, b, _engine(as_recipe(recipe), seed, layer), step)
 
 
 class Emulation:
     """What emulate() replaced; undo() puts the original modules back (also on leaving a with-block)."""
 
-    def __init__(self, model, swaps):
+    def __init__(self, model: nn.Module, swaps: list) -> None:
         self.model, self.swaps = model, swaps
 
     @property
-    def layers(self):
+    def layers(self) -> List[str]:
         return [name for name, _, _, _ in self.swaps]
 
-    def undo(self):
+    def undo(self) -> None:
         for _, parent, attr, original in reversed(self.swaps):
             setattr(parent, attr, original)
         self.swaps = []
 
-    def __enter__(self):
+    def __enter__(self) -> Emulation:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.undo()
 
 
-def emulate(model, recipe, *, layers=None, seed=0):
+def emulate(model: nn.Module, recipe: RecipeLike, *,
+            layers: Union[None, Iterable[str], Callable[[str, nn.Module], bool]] = None, seed: int = 0) -> Emulation:
     """Replaces every nn.Linear of model (or those whose qualified names are in `layers`, or for
-    which `layers(name, module)` is true) by a precsim.torch.Linear under `recipe` sharing its
-    parameters; layer i in module order keys stochastic rounding as layer i of `precsim train`'s
-    MLP and takes layer i's recipe (keep_bf16_layers and per-layer `layers` keys count the model's
+    which `layers(name, module)` is true) by a precsim.torch.Linear under `recipe` (a
+    precsim.Recipe, a preset name or a recipe dict) sharing its parameters; layer i in module order
+    keys stochastic rounding as layer i of `precsim train`'s MLP and takes layer i's recipe (keep_bf16_layers and per-layer `layers` keys count the model's
     nn.Linear modules in module order). Returns an Emulation whose undo() restores the model."""
-    precsim._precsim.recipe(json.dumps(recipe) if isinstance(recipe, dict) else str(recipe))  # fail early
+    recipe = as_recipe(recipe)  # fails before the model is touched
     wanted = layers if callable(layers) else (None if layers is None else set(layers))
     if type(model) is nn.Linear:
         raise ValueError("model is itself an nn.Linear: use precsim.torch.Linear.from_linear(model, recipe)")
@@ -162,8 +169,7 @@ def emulate(model, recipe, *, layers=None, seed=0):
                              f"those are: {[name for name, _ in found]}")
     # Per-part keys (keep_bf16_layers, layers) count the model's nn.Linear modules in module order,
     # as precsim train counts its MLP's layers: the published nvfp4 keeps the last ones in BF16.
-    spec = json.dumps(recipe) if isinstance(recipe, dict) else str(recipe)
-    per_layer = precsim._precsim.layer_recipes(spec, len(found)) if found else []
+    per_layer = recipe.layer_recipes(len(found)) if found else []
     swaps = []
     for index, (name, mod) in enumerate(found):
         if wanted is not None and not (wanted(name, mod) if callable(wanted) else name in wanted):
