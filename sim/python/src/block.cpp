@@ -57,7 +57,9 @@ nb::dict stats_dict(const BlockStats& s) {
 
 }  // namespace
 
-void bind_block(nb::module_& m) {
+namespace {
+
+void bind_packed(nb::module_& m) {
   nb::class_<BlockPacked>(m, "BlockPacked", "A block-scaled array in its packed form (formats/block_scaling.h).")
       .def_ro("rows", &BlockPacked::rows)
       .def_ro("cols", &BlockPacked::cols)
@@ -75,7 +77,10 @@ void bind_block(nb::module_& m) {
         BlockPacked& p = nb::cast<BlockPacked&>(self);
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(p.scales.data(), {p.scales.size()}, self);
       }, nb::rv_policy::reference_internal);
+}
 
+// A scheme's description, the error of an approximation, and analyze's statistics of a tensor.
+void bind_scheme_stats(nb::module_& m) {
   m.def("block_scheme", [](const std::string& scheme) {
     const BlockScaling s = parse_block_scaling(scheme);
     nb::dict d;
@@ -124,7 +129,10 @@ void bind_block(nb::module_& m) {
     }
     return py_from_json(tensor_analysis_json(t));
   }, nb::arg("x").noconvert(), nb::arg("shape"), nb::arg("schemes"), nb::arg("options"));
+}
 
+// Fake quantization, the packed form and back, and the scales of a packed array.
+void bind_block_kernels(nb::module_& m) {
   m.def("block_fake_quantize", [](const std::string& scheme, Array<const float> in, Array<float> out, size_t rows,
                                   size_t cols, std::optional<int> axis, const QuantOptions& o, double tensor_amax) {
     const BlockScaling s = scheme_with(scheme, axis, o);
@@ -172,6 +180,14 @@ void bind_block(nb::module_& m) {
     nb::gil_scoped_release release;
     for (size_t i = 0; i < out.size(); ++i) out.data()[i] = block_scale_value(s, p, i);
   }, nb::arg("scheme"), nb::arg("packed"), nb::arg("out").noconvert());
+}
+
+}  // namespace
+
+void bind_block(nb::module_& m) {
+  bind_packed(m);
+  bind_scheme_stats(m);
+  bind_block_kernels(m);
 }
 
 }  // namespace precsim::py
