@@ -9,12 +9,11 @@
 #include <optional>
 #include <stdexcept>
 
-#include "mlp_problem.h"
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/attribution.h"
+#include "precsim/sim/experiment/problem_shape.h"
 #include "precsim/sim/train/recipe_parts.h"
-#include "transformer_problem.h"
 
 namespace precsim {
 namespace {
@@ -60,12 +59,12 @@ std::vector<SearchFormat> search_formats(const std::vector<std::string>& names) 
 std::vector<std::pair<std::string, double>> search_parts(const TrainConfig& c) {
   std::vector<std::pair<std::string, double>> p;
   if (c.model_type == "transformer") {
-    const TransformerLayout l = TransformerProblem(c, c.seed).layout;
+    const TransformerLayout l = transformer_shape(c).layout;
     const double C = l.width, H = l.hidden, V = l.vocab;
     for (size_t i = 0; i < l.blocks.size(); ++i) p.push_back({fmt::format("blocks.{}", i), 4 * C * C + 2 * C * H});
     p.push_back({"head", V * C});
   } else {
-    const MlpLayout l = MlpProblem(c, c.seed).layout;
+    const MlpLayout l = mlp_shape(c).layout;
     for (size_t i = 0; i < l.layers.size(); ++i) p.push_back({std::to_string(i), double(l.layers[i].in) * l.layers[i].out});
   }
   return p;

@@ -14,6 +14,7 @@
 #include "precsim/reports/report.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/analysis/metrics.h"
+#include "precsim/sim/experiment/problem_shape.h"
 #include "precsim/sim/train/operand_quant.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "seed_report.h"
@@ -278,27 +279,26 @@ SeedResults run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, 
   return seed_results(p, ref, runs, seed, steps_completed, hooks);
 }
 
-// Everything that can fail before the first step: the training set's size, each recipe's split,
-// accumulation models and operand schemes.
+// Everything that can fail before the first step: the data's and the model's configuration, the
+// training set's size, each recipe's split, accumulation models and operand schemes. From the
+// configuration alone: the sizes are the same for every seed.
 void check_config(const TrainConfig& c, bool transformer) {
-  for (int s = 0; s < c.seeds; ++s) {
-    const int train_rows = transformer ? TransformerProblem(c, c.seed + s).data.train_rows : MlpProblem(c, c.seed + s).data.train_count();
-    if (c.batch > train_rows)
-      throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
-    for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
-    const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
-    for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
-    for (const Recipe& r : c.variants)
-      for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
-        parse_accum_model(g->accum);
-        for (const OperandSpec* op : {&g->a, &g->b}) parse_block_scaling(operand_scheme(*op, r.margin));
-      }
-  }
+  const int train_rows = transformer ? transformer_shape(c).data.train_rows : mlp_shape(c).data.train_rows;
+  if (c.batch > train_rows)
+    throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
+  for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
+  const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
+  for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
+  for (const Recipe& r : c.variants)
+    for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad}) {
+      parse_accum_model(g->accum);
+      for (const OperandSpec* op : {&g->a, &g->b}) parse_block_scaling(operand_scheme(*op, r.margin));
+    }
 }
 
 std::vector<MemoryEstimate> memory_estimates(const TrainConfig& c, bool transformer) {
-  const MlpLayout l0 = transformer ? MlpLayout{} : MlpProblem(c, c.seed).layout;
-  const TransformerLayout t0 = transformer ? TransformerProblem(c, c.seed).layout : TransformerLayout{};
+  const MlpLayout l0 = transformer ? MlpLayout{} : mlp_shape(c).layout;
+  const TransformerLayout t0 = transformer ? transformer_shape(c).layout : TransformerLayout{};
   std::vector<MemoryEstimate> m;
   for (const Recipe& r : c.variants)
     m.push_back(transformer ? memory_estimate(r, t0, c.optimizer, c.batch) : memory_estimate(r, l0, c.optimizer, c.batch));
