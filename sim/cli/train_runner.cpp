@@ -215,13 +215,15 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
   const bool tty = mode == ProgressMode::kBar;
   TrainProgress progress(mode, c.seeds);
   hooks.progress = [&](int si, int64_t step, int64_t total) { progress.step(si, step, total); };
+  TrainResults results;
   try {
-    r.results() = run_training(c, hooks);
+    results = run_training(c, hooks);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   } catch (const GpuError& e) {
     rethrow(e);
   }
+  r.results() = train_results_json(results);
   if (twin.make) r.results()["backend"] = twin.info;
   if (guard.requested()) {
     r.set_status("interrupted");
@@ -234,9 +236,8 @@ void run_train_report(const TrainConfig& c, const OutputOptions& out, const std:
     note() << "nothing was saved: the report was not written; give --out FILE to keep it"
               << (jsonl.empty() || jsonl == "-" ? "" : " (the logged steps are in " + jsonl + ")") << "\n";
   if (guard.requested()) {
-    const auto& runs = r.results()["runs"];
     throw Interrupted(fmt::format("interrupted by signal {} after {} of {} steps of seed {}/{}; the report holds what finished",
-                                  guard.signal(), runs.back()["steps_completed"].get<int64_t>(), c.steps, runs.size(), c.seeds),
+                                  guard.signal(), results.runs.back().steps_completed, c.steps, results.runs.size(), c.seeds),
                       guard.exit_code());
   }
 }

@@ -87,48 +87,99 @@ std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
   return v;
 }
 
-void from_npy(Dataset& d, const DataConfig& c) {
+// The files of an npy data set, as read.
+struct NpyFiles {
+  NpyArray x, y;
+};
+
+NpyFiles read_npy_files(const DataConfig& c) {
   if (c.features_path.empty() || c.labels_path.empty())
     throw std::invalid_argument("data.kind 'npy' needs data.features_path and data.labels_path");
-  NpyArray fx = read_npy(c.features_path);
-  NpyArray fy = read_npy(c.labels_path);
-  to_c_order(fx);
-  to_c_order(fy);
+  return {read_npy(c.features_path), read_npy(c.labels_path)};
+}
+
+// The shape of an npy data set, from its arrays' shapes and the labels' dtype: the checks of
+// shapes and of the held-out split (the values are checked as they are converted).
+DataShape npy_shape(const NpyArray& fx, const NpyArray& fy, const DataConfig& c) {
   if (fx.shape.size() != 2)
     throw std::invalid_argument(fmt::format("'{}': features must be 2-D (N, F), got {} dimensions", c.features_path, fx.shape.size()));
   const size_t n = fx.shape[0];
-  d.features = int(fx.shape[1]);
   if (fy.shape.empty() || fy.shape[0] != n || fy.shape.size() > 2)
     throw std::invalid_argument(fmt::format("'{}': labels must have shape ({},) or ({}, O) to match the {} feature rows",
                                             c.labels_path, n, n, n));
-  const bool integer_labels = fy.descr == "<i4" || fy.descr == "<i8";
-  const std::vector<double> x = npy_values(fx, c.features_path), y = npy_values(fy, c.labels_path);
   if (!(c.heldout_fraction >= 0 && c.heldout_fraction < 1))
     throw std::invalid_argument(fmt::format("data.heldout_fraction {} is out of range; allowed: [0, 1)", c.heldout_fraction));
   const size_t held = size_t(std::floor(double(n) * c.heldout_fraction));
   const size_t train = n - held;
   if (train < 1) throw std::invalid_argument(fmt::format("'{}': no training rows after the held-out split", c.features_path));
-  const size_t f = d.features;
+  const bool integer_labels = fy.descr == "<i4" || fy.descr == "<i8";
+  if (integer_labels && fy.shape.size() != 1)
+    throw std::invalid_argument(fmt::format("'{}': integer class labels must be 1-D", c.labels_path));
+  DataShape sh;
+  sh.task = integer_labels ? Task::kClassification : Task::kRegression;
+  sh.features = int(fx.shape[1]);
+  sh.outputs = integer_labels ? c.classes : fy.shape.size() == 2 ? int(fy.shape[1]) : 1;
+  sh.train_rows = int(train);
+  sh.heldout_rows = int(held);
+  return sh;
+}
+
+void from_npy(Dataset& d, const DataConfig& c) {
+  NpyFiles files = read_npy_files(c);
+  NpyArray& fx = files.x;
+  NpyArray& fy = files.y;
+  to_c_order(fx);
+  to_c_order(fy);
+  const DataShape sh = npy_shape(fx, fy, c);
+  const size_t n = fx.shape[0], train = size_t(sh.train_rows), f = size_t(sh.features);
+  d.features = sh.features;
+  const std::vector<double> x = npy_values(fx, c.features_path), y = npy_values(fy, c.labels_path);
   d.x_train.assign(x.begin(), x.begin() + train * f);
   d.x_heldout.assign(x.begin() + train * f, x.end());
-  if (integer_labels) {
-    if (fy.shape.size() != 1) throw std::invalid_argument(fmt::format("'{}': integer class labels must be 1-D", c.labels_path));
-    d.task = Task::kClassification;
-    d.outputs = c.classes;
+  d.task = sh.task;
+  d.outputs = sh.outputs;
+  if (sh.task == Task::kClassification) {
     for (size_t i = 0; i < n; ++i)
       if (y[i] < 0 || y[i] >= c.classes)
         throw std::invalid_argument(fmt::format("'{}': label {} at row {} is outside [0, {}) (data.classes)", c.labels_path, y[i], i, c.classes));
     d.y_train.assign(y.begin(), y.begin() + train);
     d.y_heldout.assign(y.begin() + train, y.end());
   } else {
-    d.task = Task::kRegression;
-    d.outputs = fy.shape.size() == 2 ? int(fy.shape[1]) : 1;
     d.t_train.assign(y.begin(), y.begin() + train * d.outputs);
     d.t_heldout.assign(y.begin() + train * d.outputs, y.end());
   }
 }
 
+// The shape of a generated data set, with the checks of its configuration.
+DataShape generated_shape(const DataConfig& c) {
+  if (c.features < 1 || c.train_size < 1 || c.heldout_size < 1)
+    throw std::invalid_argument(fmt::format("data: features ({}), train_size ({}) and heldout_size ({}) must be >= 1",
+                                            c.features, c.train_size, c.heldout_size));
+  DataShape sh;
+  sh.features = c.features;
+  sh.train_rows = c.train_size;
+  sh.heldout_rows = c.heldout_size;
+  if (c.kind == "gaussian-mixture") {
+    if (c.classes < 2) throw std::invalid_argument(fmt::format("data.classes {} must be >= 2", c.classes));
+    sh.task = Task::kClassification;
+    sh.outputs = c.classes;
+  } else if (c.kind == "teacher-student") {
+    if (c.outputs < 1 || c.teacher_hidden < 1) throw std::invalid_argument("data.outputs and data.teacher_hidden must be >= 1");
+    sh.task = Task::kRegression;
+    sh.outputs = c.outputs;
+  } else {
+    throw std::invalid_argument(fmt::format("unknown data.kind '{}'; allowed: gaussian-mixture, teacher-student, npy", c.kind));
+  }
+  return sh;
+}
+
 }  // namespace
+
+DataShape data_shape(const DataConfig& c) {
+  if (c.kind != "npy") return generated_shape(c);
+  const NpyFiles files = read_npy_files(c);
+  return npy_shape(files.x, files.y, c);
+}
 
 Dataset make_dataset(const DataConfig& c, uint64_t seed) {
   Dataset d;
@@ -136,19 +187,10 @@ Dataset make_dataset(const DataConfig& c, uint64_t seed) {
     from_npy(d, c);
     return d;
   }
-  if (c.features < 1 || c.train_size < 1 || c.heldout_size < 1)
-    throw std::invalid_argument(fmt::format("data: features ({}), train_size ({}) and heldout_size ({}) must be >= 1",
-                                            c.features, c.train_size, c.heldout_size));
-  d.features = c.features;
-  if (c.kind == "gaussian-mixture") {
-    if (c.classes < 2) throw std::invalid_argument(fmt::format("data.classes {} must be >= 2", c.classes));
-    gaussian_mixture(d, c, seed);
-  } else if (c.kind == "teacher-student") {
-    if (c.outputs < 1 || c.teacher_hidden < 1) throw std::invalid_argument("data.outputs and data.teacher_hidden must be >= 1");
-    teacher_student(d, c, seed);
-  } else {
-    throw std::invalid_argument(fmt::format("unknown data.kind '{}'; allowed: gaussian-mixture, teacher-student, npy", c.kind));
-  }
+  const DataShape sh = generated_shape(c);
+  d.features = sh.features;
+  if (sh.task == Task::kClassification) gaussian_mixture(d, c, seed);
+  else teacher_student(d, c, seed);
   return d;
 }
 

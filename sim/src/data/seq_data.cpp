@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/core/random.h"
@@ -36,14 +37,19 @@ void put_row(SeqDataset& d, int row, const std::vector<int32_t>& seq, size_t ans
   }
 }
 
+// A synthetic task's longest problem must fit the context.
+void check_fits_context(const SeqDataConfig& c, int context) {
+  const int needed = c.kind == "modadd" ? c.max_length + 1 : 2 * c.max_length;
+  if (needed > context)
+    throw std::invalid_argument(fmt::format("data.max_length {} needs a context of {} positions for data.kind {}; model.context is {}",
+                                            c.max_length, needed, c.kind, context));
+}
+
 void synthetic(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
   const int sep = c.symbols, pad = c.symbols + 1;
   d.vocab = c.symbols + 2;
   const bool modadd = c.kind == "modadd";
-  const int needed = modadd ? c.max_length + 1 : 2 * c.max_length;
-  if (needed > d.context)
-    throw std::invalid_argument(fmt::format("data.max_length {} needs a context of {} positions for data.kind {}; model.context is {}",
-                                            c.max_length, needed, c.kind, d.context));
+  check_fits_context(c, d.context);
   std::vector<int32_t> seq, items;
   for (int r = 0; r < d.train_rows + d.heldout_rows; ++r) {
     const int n = keyed_int(seed, kLength, uint64_t(r), c.min_length, c.max_length);
@@ -69,28 +75,46 @@ void synthetic(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
   d.token_names.push_back("PAD");
 }
 
-void text(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
+// A text file's bytes and its vocabulary: its distinct bytes in byte order.
+struct TextCorpus {
+  std::string s;
+  std::array<int, 256> id{};
+  std::vector<std::string> token_names;
+};
+
+TextCorpus read_text(const SeqDataConfig& c, int context) {
   std::ifstream in(c.text_path, std::ios::binary);
   if (!in) throw std::invalid_argument(fmt::format("data.text_path '{}': cannot open the file", c.text_path));
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string s = ss.str();
-  std::array<int, 256> id{};
-  id.fill(-1);
-  for (unsigned char ch : s) id[ch] = 0;
+  TextCorpus t;
+  t.s = ss.str();
+  const std::string& s = t.s;
+  t.id.fill(-1);
+  for (unsigned char ch : s) t.id[ch] = 0;
   for (int b = 0, next = 0; b < 256; ++b)
-    if (id[b] == 0) {
-      id[b] = next++;
-      d.token_names.push_back(std::string(1, char(b)));
+    if (t.id[b] == 0) {
+      t.id[b] = next++;
+      t.token_names.push_back(std::string(1, char(b)));
     }
-  d.vocab = int(d.token_names.size());
   // The trailing tenth is held out; each part must hold one window of context + 1 characters.
-  const size_t split = s.size() - s.size() / 10, T = size_t(d.context);
+  const size_t T = size_t(context);
   if (s.size() / 10 < T + 1)
     throw std::invalid_argument(fmt::format("data.text_path '{}': {} bytes; its held-out tenth must hold context + 1 = {} "
                                             "characters, so the file needs at least {} bytes",
                                             c.text_path, s.size(), T + 1, 10 * (T + 1)));
-  if (d.vocab < 2) throw std::invalid_argument(fmt::format("data.text_path '{}': needs at least 2 distinct characters", c.text_path));
+  if (t.token_names.size() < 2)
+    throw std::invalid_argument(fmt::format("data.text_path '{}': needs at least 2 distinct characters", c.text_path));
+  return t;
+}
+
+void text(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
+  TextCorpus corpus = read_text(c, d.context);
+  const std::string& s = corpus.s;
+  const std::array<int, 256>& id = corpus.id;
+  d.token_names = std::move(corpus.token_names);
+  d.vocab = int(d.token_names.size());
+  const size_t split = s.size() - s.size() / 10, T = size_t(d.context);
   std::vector<int32_t> seq(T + 1);
   for (int r = 0; r < d.train_rows + d.heldout_rows; ++r) {
     const bool held = r >= d.train_rows;
@@ -101,9 +125,8 @@ void text(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
   }
 }
 
-}  // namespace
-
-SeqDataset make_seq_dataset(const SeqDataConfig& c, int context, uint64_t seed) {
+// The checks of the configuration that need neither the context nor a file.
+void check_seq_config(const SeqDataConfig& c) {
   static const char* const kKinds[] = {"copy", "reverse", "sort", "modadd", "text"};
   if (std::find(std::begin(kKinds), std::end(kKinds), c.kind) == std::end(kKinds))
     throw std::invalid_argument(fmt::format("data.kind '{}' is unknown for a transformer; allowed: copy, reverse, sort, modadd, text", c.kind));
@@ -117,6 +140,26 @@ SeqDataset make_seq_dataset(const SeqDataConfig& c, int context, uint64_t seed) 
   } else if (c.text_path.empty()) {
     throw std::invalid_argument("data.kind text needs data.text_path (or --text FILE)");
   }
+}
+
+}  // namespace
+
+SeqDataShape seq_data_shape(const SeqDataConfig& c, int context) {
+  check_seq_config(c);
+  SeqDataShape sh;
+  sh.train_rows = c.train_size;
+  sh.heldout_rows = c.heldout_size;
+  if (c.kind == "text") {
+    sh.vocab = int(read_text(c, context).token_names.size());
+  } else {
+    check_fits_context(c, context);
+    sh.vocab = c.symbols + 2;
+  }
+  return sh;
+}
+
+SeqDataset make_seq_dataset(const SeqDataConfig& c, int context, uint64_t seed) {
+  check_seq_config(c);
   SeqDataset d;
   d.context = context;
   d.train_rows = c.train_size;

@@ -23,14 +23,14 @@ struct NamedBits {
   const char* name;
   uint32_t bits;
 };
-constexpr NamedBits kRoles[] = {{"weights", kPartWeights},
-                                {"activations", kPartActivations},
-                                {"activation_grads", kPartActivationGrads},
-                                {"weight_grads", kPartWeightGrads},
-                                {"optimizer_state", kPartOptimizerState},
-                                {"master_weights", kPartMasterWeights},
-                                {"grad_accumulation", kPartGradAccumulation},
-                                {"allreduce", kPartAllReduce}};
+constexpr NamedBits kRoleUnits[] = {{"weights", kPartWeights},
+                                    {"activations", kPartActivations},
+                                    {"activation_grads", kPartActivationGrads},
+                                    {"weight_grads", kPartWeightGrads},
+                                    {"optimizer_state", kPartOptimizerState},
+                                    {"master_weights", kPartMasterWeights},
+                                    {"grad_accumulation", kPartGradAccumulation},
+                                    {"allreduce", kPartAllReduce}};
 constexpr NamedBits kGemms[] = {{"forward", kPartForward}, {"dgrad", kPartDgrad}, {"wgrad", kPartWgrad}};
 
 // The layer units of the model: MLP layers by index, the transformer's embedding, blocks and head.
@@ -63,14 +63,14 @@ std::vector<AttributionUnit> attribution_units(const TrainConfig& c, const std::
                                                const std::vector<std::string>& only) {
   std::vector<AttributionUnit> all;
   if (kind == "role") {
-    for (const auto& r : kRoles) all.push_back({r.name, "", r.bits});
+    for (const auto& r : kRoleUnits) all.push_back({r.name, "", r.bits});
   } else if (kind == "gemm") {
     for (const auto& g : kGemms) all.push_back({g.name, "", g.bits});
   } else if (kind == "layer") {
     for (const auto& p : layer_parts(c)) all.push_back({p, p, kLayerParts});
   } else if (kind == "layer-role") {
     for (const auto& p : layer_parts(c))
-      for (const auto& r : kRoles)
+      for (const auto& r : kRoleUnits)
         if (r.bits & kLayerParts) all.push_back({p + "/" + r.name, p, r.bits});
   } else {
     throw std::invalid_argument(fmt::format("--unit '{}' is unknown; allowed: role, gemm, layer, layer-role", kind));
@@ -115,42 +115,40 @@ CounterfactualRuns run_counterfactuals(const TrainConfig& c, const std::vector<R
     }
     of[i] = it->second;
   }
-  const json results = run_training(cc, hooks);
+  const TrainResults results = run_training(cc, hooks);
   CounterfactualRuns out;
   out.distinct = int(cc.variants.size());
-  const json& runs = results.at("runs");
   out.metrics.assign(recipes.size(), {});
-  out.summaries.assign(recipes.size(), json::array());
-  for (const json& run : runs) {
-    const json& ref = run.at("reference");
-    const json& loss = ref.at("series").at("loss");
-    const json& chaos = ref.at("series").at("chaos_loss");
+  out.summaries.assign(recipes.size(), {});
+  for (const SeedResults& run : results.runs) {
+    const ReferenceSeries& ref = run.reference.series;
     // As report compare's chaos floor for loss metrics: the last logged step.
-    out.chaos_loss.push_back(std::fabs(read_number(chaos.back()) - read_number(loss.back())));
-    out.reference_heldout.push_back(read_number(ref.at("heldout_loss")));
+    out.chaos_loss.push_back(std::fabs(ref.chaos_loss.back() - ref.loss.back()));
+    out.reference_heldout.push_back(run.reference.heldout_loss);
     for (size_t i = 0; i < recipes.size(); ++i) {
-      const json& s = run.at("variants").at(size_t(of[i])).at("summary");
+      const VariantSummary& s = run.variants.at(size_t(of[i])).summary;
       out.summaries[i].push_back(s);
-      out.metrics[i].push_back({read_number(s.at("final_loss")), read_number(s.at("heldout_loss")),
-                                read_number(s.at("local_grad_rel_err"))});
+      out.metrics[i].push_back({s.final_loss, s.heldout_loss, s.local_grad_rel_err});
     }
   }
   return out;
 }
 
-json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<AttributionUnit>& units,
-                     const std::string& kind, const std::string& metric, const RunHooks& hooks) {
+namespace {
+
+// The index of `metric` in kMetricNames, after the checks of the recipe that need no run.
+size_t check_attribution(const Recipe& r, const std::string& metric) {
   const auto* named = std::find(std::begin(kMetricNames), std::end(kMetricNames), metric);
   if (named == std::end(kMetricNames))
     throw std::invalid_argument(fmt::format("--metric '{}' is unknown; allowed: heldout_loss, final_loss, local_grad_rel_err", metric));
-  const size_t mi = size_t(named - std::begin(kMetricNames));
   if (!r.parts.empty() || r.keep_bf16.any())
     throw std::invalid_argument(fmt::format(
         "recipe '{}' has per-part keys (layers, keep_bf16_layers); attribute a recipe without them (nvfp4 keeps its last layers in BF16; {{\"preset\": \"nvfp4\", \"keep_bf16_layers\": 0}} keeps none)", r.name));
-  const Recipe h = high_recipe(r);
-  if (recipe_keys_json(h) == recipe_keys_json(r))
-    throw std::invalid_argument(fmt::format("recipe '{}' computes every role in FP32 (as the high-precision recipe): it has no loss gap to explain", r.name));
-  // Recipes: 0 R, 1 H, then per unit leave-one-out and leave-one-in.
+  return size_t(named - std::begin(kMetricNames));
+}
+
+// The counterfactual recipes: 0 R, 1 H, then per unit leave-one-out and leave-one-in.
+std::vector<Recipe> attribution_recipes(const Recipe& r, const Recipe& h, const std::vector<AttributionUnit>& units) {
   std::vector<Recipe> recipes = {r, h};
   for (const auto& u : units) {
     recipes.push_back(with_unit(r, h, u));
@@ -158,83 +156,133 @@ json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<At
     recipes.push_back(with_unit(h, r, u));
     recipes.back().name = "loi:" + u.name;
   }
-  const CounterfactualRuns runs = run_counterfactuals(c, recipes, hooks);
-  const int seeds = int(runs.chaos_loss.size());
-  const double chaos = std::accumulate(runs.chaos_loss.begin(), runs.chaos_loss.end(), 0.0) / seeds;
-  const double floor = mi < 2 ? chaos : 0.0;  // local error is measured at the reference's weights: no drift
-  auto diff = [&](size_t a, size_t b, int m) {
-    std::vector<double> d;
-    for (int s = 0; s < seeds; ++s) d.push_back(runs.metrics[a][size_t(s)][size_t(m)] - runs.metrics[b][size_t(s)][size_t(m)]);
-    return d;
-  };
-  json gap = json::object();
-  std::array<MeanCi, 3> gap_ci;
-  for (int m = 0; m < 3; ++m) {
-    gap_ci[size_t(m)] = mean_ci95(diff(0, 1, m));
-    gap[kMetricNames[m]] = effect_json(gap_ci[size_t(m)]);
-  }
-  if (indistinguishable(gap_ci[mi], seeds, floor))
-    throw std::invalid_argument(fmt::format(
-        "recipe '{}' has no loss gap to explain: its {} differs from the high-precision recipe's by {:.3g} "
-        "(95% interval [{:.3g}, {:.3g}] over {} seed(s)), inside the seed noise or the chaos floor {:.3g}",
-        r.name, metric, gap_ci[mi].mean, gap_ci[mi].lo, gap_ci[mi].hi, seeds, floor));
-  json rows = json::array();
-  std::vector<std::vector<double>> loo_sum(3, std::vector<double>(size_t(seeds), 0.0));
-  std::vector<double> rank_key;
-  for (size_t k = 0; k < units.size(); ++k) {
-    const size_t loo = 2 + 2 * k, loi = loo + 1;
-    json lo = json::object(), li = json::object();
-    MeanCi loo_held;
-    for (int m = 0; m < 3; ++m) {
-      const std::vector<double> e = diff(0, loo, m), f = diff(loi, 1, m);
-      for (int s = 0; s < seeds; ++s) loo_sum[size_t(m)][size_t(s)] += e[size_t(s)];
-      const MeanCi em = mean_ci95(e);
-      if (size_t(m) == mi) loo_held = em;
-      lo[kMetricNames[m]] = effect_json(em);
-      li[kMetricNames[m]] = effect_json(mean_ci95(f));
-    }
-    const AttributionUnit& u = units[k];
-    rows.push_back({{"unit", u.name},
-                    {"part", u.part.empty() ? json(nullptr) : json(u.part)},
-                    {"identical", role_patch(r, u.bits, !u.part.empty()) == role_patch(h, u.bits, !u.part.empty())},
-                    {"leave_one_out", lo},
-                    {"leave_one_in", li},
-                    {"share_of_gap", json_number(loo_held.mean / gap_ci[mi].mean)},
-                    {"indistinguishable", indistinguishable(loo_held, seeds, floor)}});
-    rank_key.push_back(loo_held.mean);
-  }
+  return recipes;
+}
+
+using Effects = std::array<MeanCi, 3>;  // per metric of kMetricNames
+
+// A unit's effects: leave-one-out (R - R with u from H) and leave-one-in (H with u from R - H).
+struct UnitEffects {
+  Effects loo, loi;
+  bool indistinguishable = false;
+};
+
+// The statistics of an attribution: the gap R - H, each unit's effects and the interaction (sum
+// of the leave-one-out effects - gap), all paired by seed; and the order of the units by their
+// leave-one-out effect in the ranking metric.
+struct AttributionStats {
+  int seeds = 0;
+  double chaos = 0, floor = 0;
+  Effects gap, interaction;
+  std::vector<UnitEffects> units;
+  std::vector<size_t> order;
+};
+
+// Per seed, metric m of recipe a - recipe b.
+std::vector<double> paired_diff(const CounterfactualRuns& runs, size_t a, size_t b, size_t m) {
+  std::vector<double> d;
+  for (size_t s = 0; s < runs.chaos_loss.size(); ++s) d.push_back(runs.metrics[a][s][m] - runs.metrics[b][s][m]);
+  return d;
+}
+
+// Best first by the leave-one-out effect in metric mi; NaN last, ties in unit order.
+std::vector<size_t> rank_units(const std::vector<UnitEffects>& units, size_t mi) {
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const double x = std::isnan(rank_key[a]) ? -INFINITY : rank_key[a], y = std::isnan(rank_key[b]) ? -INFINITY : rank_key[b];
-    return x > y;
-  });
-  json ranked = json::array();
-  for (size_t i = 0; i < order.size(); ++i) {
-    json row = rows[order[i]];
-    row["rank"] = i + 1;
-    ranked.push_back(row);
+  auto key = [&](size_t k) { return std::isnan(units[k].loo[mi].mean) ? -INFINITY : units[k].loo[mi].mean; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  return order;
+}
+
+AttributionStats attribution_stats(const CounterfactualRuns& runs, size_t n_units, size_t mi) {
+  AttributionStats st;
+  st.seeds = int(runs.chaos_loss.size());
+  st.chaos = std::accumulate(runs.chaos_loss.begin(), runs.chaos_loss.end(), 0.0) / st.seeds;
+  st.floor = mi < 2 ? st.chaos : 0.0;  // local error is measured at the reference's weights: no drift
+  std::vector<std::vector<double>> loo_sum(3, std::vector<double>(runs.chaos_loss.size(), 0.0));
+  for (size_t m = 0; m < 3; ++m) st.gap[m] = mean_ci95(paired_diff(runs, 0, 1, m));
+  for (size_t k = 0; k < n_units; ++k) {
+    const size_t loo = 2 + 2 * k, loi = loo + 1;
+    UnitEffects u;
+    for (size_t m = 0; m < 3; ++m) {
+      const std::vector<double> e = paired_diff(runs, 0, loo, m);
+      for (size_t s = 0; s < e.size(); ++s) loo_sum[m][s] += e[s];
+      u.loo[m] = mean_ci95(e);
+      u.loi[m] = mean_ci95(paired_diff(runs, loi, 1, m));
+    }
+    u.indistinguishable = indistinguishable(u.loo[mi], st.seeds, st.floor);
+    st.units.push_back(u);
   }
-  json interaction = json::object();
-  for (int m = 0; m < 3; ++m) {
-    std::vector<double> d(static_cast<size_t>(seeds));
-    for (int s = 0; s < seeds; ++s) d[size_t(s)] = loo_sum[size_t(m)][size_t(s)] - (runs.metrics[0][size_t(s)][size_t(m)] - runs.metrics[1][size_t(s)][size_t(m)]);
-    interaction[kMetricNames[m]] = effect_json(mean_ci95(d));
+  for (size_t m = 0; m < 3; ++m) {
+    std::vector<double> d = paired_diff(runs, 0, 1, m);
+    for (size_t s = 0; s < d.size(); ++s) d[s] = loo_sum[m][s] - d[s];
+    st.interaction[m] = mean_ci95(d);
+  }
+  st.order = rank_units(st.units, mi);
+  return st;
+}
+
+json effects_json(const Effects& e) {
+  json j = json::object();
+  for (size_t m = 0; m < 3; ++m) j[kMetricNames[m]] = effect_json(e[m]);
+  return j;
+}
+
+// What an attribute report's results hold besides the statistics.
+struct AttributionSetup {
+  const Recipe &r, &h;
+  const std::vector<AttributionUnit>& units;
+  const std::string &kind, &metric;
+  size_t mi;
+};
+
+json attribution_json(const AttributionSetup& a, const AttributionStats& st, const CounterfactualRuns& runs) {
+  json ranked = json::array();
+  for (size_t i = 0; i < st.order.size(); ++i) {
+    const AttributionUnit& u = a.units[st.order[i]];
+    const UnitEffects& e = st.units[st.order[i]];
+    ranked.push_back({{"unit", u.name},
+                      {"part", u.part.empty() ? json(nullptr) : json(u.part)},
+                      {"identical", role_patch(a.r, u.bits, !u.part.empty()) == role_patch(a.h, u.bits, !u.part.empty())},
+                      {"leave_one_out", effects_json(e.loo)},
+                      {"leave_one_in", effects_json(e.loi)},
+                      {"share_of_gap", json_number(e.loo[a.mi].mean / st.gap[a.mi].mean)},
+                      {"indistinguishable", e.indistinguishable},
+                      {"rank", i + 1}});
   }
   json ref_held = json::array();
   for (double v : runs.reference_heldout) ref_held.push_back(json_number(v));
-  return {{"recipe", r.name},
-          {"recipe_keys", recipe_to_json(r)},
-          {"high_keys", recipe_to_json(h)},
-          {"unit_kind", kind},
-          {"metric", metric},
-          {"seeds", seeds},
+  return {{"recipe", a.r.name},
+          {"recipe_keys", recipe_to_json(a.r)},
+          {"high_keys", recipe_to_json(a.h)},
+          {"unit_kind", a.kind},
+          {"metric", a.metric},
+          {"seeds", st.seeds},
           {"runs_distinct", runs.distinct},
-          {"gap", gap},
-          {"chaos_floor_loss", json_number(chaos)},
+          {"gap", effects_json(st.gap)},
+          {"chaos_floor_loss", json_number(st.chaos)},
           {"reference_heldout_loss", ref_held},
-          {"interaction", interaction},
+          {"interaction", effects_json(st.interaction)},
           {"units", ranked}};
+}
+
+}  // namespace
+
+json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<AttributionUnit>& units,
+                     const std::string& kind, const std::string& metric, const RunHooks& hooks) {
+  const size_t mi = check_attribution(r, metric);
+  const Recipe h = high_recipe(r);
+  if (recipe_keys_json(h) == recipe_keys_json(r))
+    throw std::invalid_argument(fmt::format("recipe '{}' computes every role in FP32 (as the high-precision recipe): it has no loss gap to explain", r.name));
+  const CounterfactualRuns runs = run_counterfactuals(c, attribution_recipes(r, h, units), hooks);
+  const AttributionStats st = attribution_stats(runs, units.size(), mi);
+  const MeanCi& g = st.gap[mi];
+  if (indistinguishable(g, st.seeds, st.floor))
+    throw std::invalid_argument(fmt::format(
+        "recipe '{}' has no loss gap to explain: its {} differs from the high-precision recipe's by {:.3g} "
+        "(95% interval [{:.3g}, {:.3g}] over {} seed(s)), inside the seed noise or the chaos floor {:.3g}",
+        r.name, metric, g.mean, g.lo, g.hi, st.seeds, st.floor));
+  return attribution_json({r, h, units, kind, metric, mi}, st, runs);
 }
 
 std::string attribution_table(const json& results) {

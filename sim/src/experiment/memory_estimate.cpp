@@ -1,16 +1,12 @@
 // A recipe's memory per worker (runner.h's memory_estimate): weights, master copy, gradients,
 // optimizer states, accumulation buffer, block-scale overhead and the stored activations.
-#include <nlohmann/json.hpp>
-
 #include "precsim/sim/experiment/runner.h"
 
 namespace precsim {
 namespace {
 
-using nlohmann::json;
-
 // The per-worker breakdown around the stored activations of one batch and of one micro-batch.
-json memory_breakdown(const Recipe& r, size_t params, const OptimizerConfig& o, double act, double micro_act) {
+MemoryEstimate memory_breakdown(const Recipe& r, size_t params, const OptimizerConfig& o, double act, double micro_act) {
   const double n = double(params);
   auto bytes = [](const Format& f, double count) { return count * f.bits() / 8.0; };
   double scale_overhead = 0;
@@ -29,17 +25,14 @@ json memory_breakdown(const Recipe& r, size_t params, const OptimizerConfig& o, 
   const double accum = a.micro_batches > 1 ? bytes(a.buffer_format, n) * (a.rounding == BufferRounding::kKahan ? 2 : 1) : 0.0;
   // Per worker: everything is replicated, activations are those of one micro-batch.
   const double total = weights + master + kahan + grads + states + accum + micro_act;
-  return {{"weights", weights},         {"master_weights", master}, {"kahan_compensation", kahan},
-          {"gradients", grads},         {"optimizer_state", states}, {"accumulation_buffer", accum},
-          {"activations_one_batch", act}, {"activations_one_micro_batch", micro_act},
-          {"gemm_operand_scales_per_element_bytes", scale_overhead / 6.0}, {"total", total}};
+  return {weights, master, kahan, grads, states, accum, act, micro_act, scale_overhead / 6.0, total};
 }
 
 int split_parts(const Recipe& r) { return r.parallel.workers * r.accumulation.micro_batches; }
 
 }  // namespace
 
-json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch) {
+MemoryEstimate memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch) {
   // Stored activations of one batch: every layer's input, linear output and activation output.
   double acts = 0;
   for (const auto& s : l.layers) acts += double(batch) * (s.in + s.out + (s.hidden ? s.out : 0) + (s.layernorm || s.batchnorm ? s.out : 0));
@@ -48,7 +41,7 @@ json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig&
   return memory_breakdown(r, l.param_count, o, acts * act_bytes, acts / split_parts(r) * act_bytes);
 }
 
-json memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch) {
+MemoryEstimate memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch) {
   const double act = r.activations.format.bits() / 8.0, score = r.attention.scores.format.bits() / 8.0;
   const double norm = r.autocast ? 4.0 : act;  // layer_norm is on autocast's FP32 list
   return memory_breakdown(r, l.param_count, o, transformer_activation_bytes(l, batch, act, norm, score),

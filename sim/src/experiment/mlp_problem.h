@@ -78,7 +78,7 @@ struct MlpProblem : ProblemBase<Trainer<double>, Trainer<float>, Dataset, MlpLay
   EvalResult evaluate(Tr& t, const S& s) const {
     return t.evaluate(s, held);
   }
-  void observe(const Var&, nlohmann::json&, int64_t, bool) const {}  // an MLP has no per-layer statistics
+  void observe(const Var&, LayerSeries&, int64_t, bool) const {}  // an MLP has no per-layer statistics
 };
 
 }  // namespace precsim

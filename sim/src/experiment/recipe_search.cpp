@@ -6,15 +6,15 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
-#include "mlp_problem.h"
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/attribution.h"
+#include "precsim/sim/experiment/problem_shape.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "precsim/sim/train/recipe_json.h"
-#include "transformer_problem.h"
 
 namespace precsim {
 namespace {
@@ -60,12 +60,12 @@ std::vector<SearchFormat> search_formats(const std::vector<std::string>& names) 
 std::vector<std::pair<std::string, double>> search_parts(const TrainConfig& c) {
   std::vector<std::pair<std::string, double>> p;
   if (c.model_type == "transformer") {
-    const TransformerLayout l = TransformerProblem(c, c.seed).layout;
+    const TransformerLayout l = transformer_shape(c).layout;
     const double C = l.width, H = l.hidden, V = l.vocab;
     for (size_t i = 0; i < l.blocks.size(); ++i) p.push_back({fmt::format("blocks.{}", i), 4 * C * C + 2 * C * H});
     p.push_back({"head", V * C});
   } else {
-    const MlpLayout l = MlpProblem(c, c.seed).layout;
+    const MlpLayout l = mlp_shape(c).layout;
     for (size_t i = 0; i < l.layers.size(); ++i) p.push_back({std::to_string(i), double(l.layers[i].in) * l.layers[i].out});
   }
   return p;
@@ -81,52 +81,84 @@ Recipe with_layer_format(const Recipe& base, const std::string& part, const Sear
   return r;
 }
 
-json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o, const RunHooks& hooks) {
-  if (!base.parts.empty() || base.keep_bf16.any())
-    throw std::invalid_argument(fmt::format("recipe '{}' has per-part keys (layers, keep_bf16_layers); search from a recipe without them (nvfp4 keeps its last layers in BF16; {{\"preset\": \"nvfp4\", \"keep_bf16_layers\": 0}} keeps none)", base.name));
-  const std::vector<SearchFormat> formats = search_formats(o.formats);
-  const auto parts = search_parts(c);
-  const double macs = std::accumulate(parts.begin(), parts.end(), 0.0, [](double s, const auto& p) { return s + p.second; });
-  auto cost = [&](const Assignment& a) {
+namespace {
+
+// The search's choices: per part a format, its cost in bits (MAC-weighted mean over the parts),
+// and the recipe of an assignment.
+struct SearchSpace {
+  const Recipe& base;
+  std::vector<SearchFormat> formats;
+  std::vector<std::pair<std::string, double>> parts;
+  double macs = 0;
+
+  double cost(const Assignment& a) const {
     double s = 0;
     for (size_t i = 0; i < parts.size(); ++i) s += parts[i].second * formats[size_t(a[i])].bits;
     return s / macs;
-  };
-  const int low = int(formats.size()) - 1;
-  const Assignment cheapest(parts.size(), low);
-  if (!(o.budget >= cost(cheapest) - 1e-12))
-    throw std::invalid_argument(fmt::format(
-        "--budget {} is below the cheapest assignment (every layer in {}: {:.4g} bits per weight and activation); "
-        "allowed: {:.4g} or more",
-        o.budget, formats.back().name, cost(cheapest), cost(cheapest)));
-  auto recipe_of = [&](const Assignment& a, const std::string& name) {
+  }
+  Recipe recipe(const Assignment& a, const std::string& name) const {
     Recipe r = base;
     for (size_t i = 0; i < parts.size(); ++i) r = with_layer_format(r, parts[i].first, formats[size_t(a[i])]);
     r.name = name;
     return r;
-  };
-  // Every evaluated assignment: per seed its held-out and final loss, its summaries, its round.
-  struct Point {
-    Assignment a;
-    std::vector<double> heldout, final_loss;
-    json summaries;
-    int round = 0;
-  };
+  }
+  int lowest() const { return int(formats.size()) - 1; }
+};
+
+SearchSpace search_space(const TrainConfig& c, const Recipe& base, const SearchOptions& o) {
+  if (!base.parts.empty() || base.keep_bf16.any())
+    throw std::invalid_argument(fmt::format("recipe '{}' has per-part keys (layers, keep_bf16_layers); search from a recipe without them (nvfp4 keeps its last layers in BF16; {{\"preset\": \"nvfp4\", \"keep_bf16_layers\": 0}} keeps none)", base.name));
+  SearchSpace sp{base, search_formats(o.formats), search_parts(c), 0.0};
+  sp.macs = std::accumulate(sp.parts.begin(), sp.parts.end(), 0.0, [](double s, const auto& p) { return s + p.second; });
+  const double cheapest = sp.cost(Assignment(sp.parts.size(), sp.lowest()));
+  if (!(o.budget >= cheapest - 1e-12))
+    throw std::invalid_argument(fmt::format(
+        "--budget {} is below the cheapest assignment (every layer in {}: {:.4g} bits per weight and activation); "
+        "allowed: {:.4g} or more",
+        o.budget, sp.formats.back().name, cheapest, cheapest));
+  return sp;
+}
+
+// An evaluated assignment: per seed its held-out and final loss and its summary, and its round.
+struct Point {
+  Assignment a;
+  std::vector<double> heldout, final_loss;
+  std::vector<VariantSummary> summaries;
+  int round = 0;
+};
+
+// Every evaluated assignment (the all-highest first) and the greedy path through them.
+struct SearchTrace {
   std::vector<Point> points;
+  std::vector<Assignment> path;
+};
+
+double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()); }
+
+// The round's candidates: the current assignment, then each part one format lower while over budget.
+std::vector<Assignment> candidates(const SearchSpace& sp, const Assignment& current, double budget) {
+  std::vector<Assignment> batch = {current};
+  for (size_t i = 0; i < sp.parts.size(); ++i)
+    if (current[i] < sp.lowest() && sp.cost(current) > budget) {
+      Assignment next = current;
+      ++next[i];
+      batch.push_back(next);
+    }
+  return batch;
+}
+
+// Greedy from the all-highest assignment: each round runs the candidates in one lockstep run and
+// moves to the one with the lowest mean held-out loss (ties: the cheaper, then part order).
+SearchTrace greedy_search(const TrainConfig& c, const SearchSpace& sp, double budget, const RunHooks& hooks) {
+  SearchTrace t;
   std::map<std::string, size_t> seen;
-  Assignment current(parts.size(), 0);
-  std::vector<Assignment> path = {current};
+  Assignment current(sp.parts.size(), 0);
+  t.path = {current};
   for (int round = 0;; ++round) {
-    std::vector<Assignment> batch = {current};
-    for (size_t i = 0; i < parts.size(); ++i)
-      if (current[i] < low && cost(current) > o.budget) {
-        Assignment next = current;
-        ++next[i];
-        batch.push_back(next);
-      }
+    const std::vector<Assignment> batch = candidates(sp, current, budget);
     if (round > 0 && batch.size() == 1) break;  // within the budget, or every part at the lowest format
     std::vector<Recipe> recipes;
-    for (const auto& a : batch) recipes.push_back(recipe_of(a, "search"));
+    for (const auto& a : batch) recipes.push_back(sp.recipe(a, "search"));
     const CounterfactualRuns runs = run_counterfactuals(c, recipes, hooks);
     for (size_t k = 0; k < batch.size(); ++k) {
       if (seen.count(assignment_key(batch[k]))) continue;
@@ -135,70 +167,111 @@ json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o
         p.final_loss.push_back(m[0]);
         p.heldout.push_back(m[1]);
       }
-      seen[assignment_key(batch[k])] = points.size();
-      points.push_back(std::move(p));
+      seen[assignment_key(batch[k])] = t.points.size();
+      t.points.push_back(std::move(p));
     }
     if (batch.size() == 1) break;
-    // Greedy: the candidate with the lowest mean held-out loss (ties: the cheaper, then part order).
     size_t best = 1;
-    auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()); };
     for (size_t k = 2; k < batch.size(); ++k) {
-      const Point &pk = points[seen[assignment_key(batch[k])]], &pb = points[seen[assignment_key(batch[best])]];
-      if (mean(pk.heldout) < mean(pb.heldout) || (mean(pk.heldout) == mean(pb.heldout) && cost(batch[k]) < cost(batch[best])))
+      const Point &pk = t.points[seen[assignment_key(batch[k])]], &pb = t.points[seen[assignment_key(batch[best])]];
+      if (mean(pk.heldout) < mean(pb.heldout) ||
+          (mean(pk.heldout) == mean(pb.heldout) && sp.cost(batch[k]) < sp.cost(batch[best])))
         best = k;
     }
     current = batch[best];
-    path.push_back(current);
+    t.path.push_back(current);
   }
-  // Loss changes against the all-highest assignment, paired by seed; the Pareto set; the chosen point.
-  const Point& top = points[0];
-  json out_points = json::array();
+  return t;
+}
+
+// A point's statistics: loss changes against the all-highest assignment, paired by seed.
+struct PointStats {
+  double cost = 0;
+  MeanCi heldout, heldout_change, final_change;
+  bool on_path = false, pareto = false;
+};
+
+struct SearchStats {
+  std::vector<PointStats> points;
+  std::optional<size_t> chosen;  // the lowest mean held-out loss within the budget
+};
+
+// Dominated: another point costs no more and loses no more held-out loss, and one of them less.
+bool dominated(const SearchSpace& sp, const SearchTrace& t, const Point& p) {
   auto mean_of = [](const std::vector<double>& v) { return mean_ci95(v).mean; };
-  for (size_t k = 0; k < points.size(); ++k) {
-    const Point& p = points[k];
-    bool dominated = false;
-    for (const Point& q : points)
-      if (&q != &p && cost(q.a) <= cost(p.a) && mean_of(q.heldout) <= mean_of(p.heldout) &&
-          (cost(q.a) < cost(p.a) || mean_of(q.heldout) < mean_of(p.heldout)))
-        dominated = true;
+  for (const Point& q : t.points)
+    if (&q != &p && sp.cost(q.a) <= sp.cost(p.a) && mean_of(q.heldout) <= mean_of(p.heldout) &&
+        (sp.cost(q.a) < sp.cost(p.a) || mean_of(q.heldout) < mean_of(p.heldout)))
+      return true;
+  return false;
+}
+
+SearchStats search_stats(const SearchSpace& sp, const SearchTrace& t, double budget) {
+  const Point& top = t.points[0];
+  SearchStats st;
+  for (const Point& p : t.points) {
+    PointStats ps;
+    ps.cost = sp.cost(p.a);
     std::vector<double> dh(p.heldout.size()), df(p.heldout.size());
     for (size_t s = 0; s < dh.size(); ++s) {
       dh[s] = p.heldout[s] - top.heldout[s];
       df[s] = p.final_loss[s] - top.final_loss[s];
     }
-    json assign = json::object();
-    for (size_t i = 0; i < parts.size(); ++i) assign[parts[i].first] = formats[size_t(p.a[i])].name;
-    const std::string name = fmt::format("search-{}", assignment_key(p.a));
-    json snippet = recipe_to_json(recipe_of(p.a, name));
-    snippet["name"] = name;
-    out_points.push_back({{"assignment", assign},
-                          {"cost_bits", json_number(cost(p.a))},
-                          {"heldout_loss", effect_json(mean_ci95(p.heldout))},
-                          {"heldout_loss_change", effect_json(mean_ci95(dh))},
-                          {"final_loss_change", effect_json(mean_ci95(df))},
-                          {"round", p.round},
-                          {"on_path", std::find(path.begin(), path.end(), p.a) != path.end()},
-                          {"pareto", !dominated},
-                          {"recipe", snippet},
-                          {"digest", results_digest(p.summaries)}});
+    ps.heldout = mean_ci95(p.heldout);
+    ps.heldout_change = mean_ci95(dh);
+    ps.final_change = mean_ci95(df);
+    ps.on_path = std::find(t.path.begin(), t.path.end(), p.a) != t.path.end();
+    ps.pareto = !dominated(sp, t, p);
+    st.points.push_back(ps);
   }
-  // The chosen point: the lowest mean held-out loss within the budget.
-  int chosen = -1;
-  for (size_t k = 0; k < points.size(); ++k)
-    if (cost(points[k].a) <= o.budget + 1e-12 &&
-        (chosen < 0 || mean_of(points[k].heldout) < mean_of(points[size_t(chosen)].heldout)))
-      chosen = int(k);
-  json fmts = json::array(), prts = json::array();
-  for (const auto& f : formats) fmts.push_back({{"format", f.name}, {"bits", json_number(f.bits)}});
-  for (const auto& p : parts) prts.push_back({{"part", p.first}, {"macs_per_row", json_number(p.second)}});
-  return {{"base", base.name},
+  for (size_t k = 0; k < st.points.size(); ++k)
+    if (st.points[k].cost <= budget + 1e-12 && (!st.chosen || st.points[k].heldout.mean < st.points[*st.chosen].heldout.mean))
+      st.chosen = k;
+  return st;
+}
+
+// A point of a search report: its assignment, statistics, recipe and the digest of its summaries.
+json point_json(const SearchSpace& sp, const Point& p, const PointStats& ps) {
+  json assign = json::object();
+  for (size_t i = 0; i < sp.parts.size(); ++i) assign[sp.parts[i].first] = sp.formats[size_t(p.a[i])].name;
+  const std::string name = fmt::format("search-{}", assignment_key(p.a));
+  json snippet = recipe_to_json(sp.recipe(p.a, name));
+  snippet["name"] = name;
+  json summaries = json::array();
+  for (const VariantSummary& s : p.summaries) summaries.push_back(variant_summary_json(s));
+  return {{"assignment", assign},
+          {"cost_bits", json_number(ps.cost)},
+          {"heldout_loss", effect_json(ps.heldout)},
+          {"heldout_loss_change", effect_json(ps.heldout_change)},
+          {"final_loss_change", effect_json(ps.final_change)},
+          {"round", p.round},
+          {"on_path", ps.on_path},
+          {"pareto", ps.pareto},
+          {"recipe", snippet},
+          {"digest", results_digest(summaries)}};
+}
+
+json search_json(const SearchSpace& sp, const SearchTrace& t, const SearchStats& st, double budget) {
+  json points = json::array(), fmts = json::array(), prts = json::array();
+  for (size_t k = 0; k < t.points.size(); ++k) points.push_back(point_json(sp, t.points[k], st.points[k]));
+  for (const auto& f : sp.formats) fmts.push_back({{"format", f.name}, {"bits", json_number(f.bits)}});
+  for (const auto& p : sp.parts) prts.push_back({{"part", p.first}, {"macs_per_row", json_number(p.second)}});
+  return {{"base", sp.base.name},
           {"method", "greedy"},
-          {"budget_bits", json_number(o.budget)},
+          {"budget_bits", json_number(budget)},
           {"formats", fmts},
           {"parts", prts},
-          {"seeds", int(top.heldout.size())},
-          {"points", out_points},
-          {"chosen", chosen < 0 ? json(nullptr) : json(chosen)}};
+          {"seeds", int(t.points[0].heldout.size())},
+          {"points", points},
+          {"chosen", st.chosen ? json(*st.chosen) : json(nullptr)}};
+}
+
+}  // namespace
+
+json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o, const RunHooks& hooks) {
+  const SearchSpace sp = search_space(c, base, o);
+  const SearchTrace t = greedy_search(c, sp, o.budget, hooks);
+  return search_json(sp, t, search_stats(sp, t, o.budget), o.budget);
 }
 
 std::string search_table(const json& results) {

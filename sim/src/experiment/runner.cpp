@@ -14,6 +14,7 @@
 #include "precsim/reports/report.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/analysis/metrics.h"
+#include "precsim/sim/experiment/problem_shape.h"
 #include "precsim/sim/train/operand_quant.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "seed_report.h"
@@ -22,6 +23,13 @@
 
 namespace precsim {
 namespace {
+
+// An evaluation after step `step` (so after step + 1 steps).
+void push_eval(EvalSeries& s, int64_t step, const EvalResult& e) {
+  s.step.push_back(double(step + 1));
+  s.heldout_loss.push_back(e.loss);
+  s.heldout_accuracy.push_back(e.accuracy);
+}
 
 template <class P>
 ReferenceRun<typename P::Ref> make_reference(const P& p, int64_t n_steps, uint64_t seed) {
@@ -77,18 +85,13 @@ void step_reference(ReferenceRun<typename P::Ref>& r, P& p, const B& b, int64_t 
   push_window(r.window, rs.loss, window);
   r.chaos_distance = rel_error(r.chaos.weights, r.state.weights);
   if (f.log) {
-    push(r.series, "step", double(step));
-    push(r.series, "loss", rs.loss);
-    push(r.series, "chaos_loss", cs.loss);
-    push(r.series, "chaos_weight_distance", r.chaos_distance);
-    push(r.series, "grad_norm", rs.grad_norm);
+    r.series.step.push_back(double(step));
+    r.series.loss.push_back(rs.loss);
+    r.series.chaos_loss.push_back(cs.loss);
+    r.series.chaos_weight_distance.push_back(r.chaos_distance);
+    r.series.grad_norm.push_back(rs.grad_norm);
   }
-  if (f.eval) {
-    const EvalResult e = p.evaluate(*r.trainer, r.state);
-    push(r.evals, "step", double(step + 1));
-    push(r.evals, "heldout_loss", e.loss);
-    push(r.evals, "heldout_accuracy", e.accuracy);
-  }
+  if (f.eval) push_eval(r.evals, step, p.evaluate(*r.trainer, r.state));
 }
 
 // The variant's arithmetic at the reference's weights: its own state otherwise (loss scale,
@@ -109,10 +112,6 @@ void shadow_step(VariantRun<Var>& v, const ReferenceRun<Ref>& ref, const B& b, i
   for (size_t i = 0; i < d.size(); ++i) d[i] = double(sh.weights[i]) - double(before[i]);
   const double ge = rel_error(g, ref.grad), gc = cosine(g, ref.grad), ue = rel_error(d, ref.delta);
   const double uf = underflow_vs_reference(g, ref.grad);
-  v.local_grad_err.push_back(ge);
-  v.local_grad_cos.push_back(gc);
-  v.local_update_err.push_back(ue);
-  v.local_underflow.push_back(uf);
   double se = 0, sc = 1;
   if (v.unsplit) {
     RunState<float> one = v.state.clone();
@@ -123,15 +122,14 @@ void shadow_step(VariantRun<Var>& v, const ReferenceRun<Ref>& ref, const B& b, i
     se = rel_error(g, g1d);
     sc = cosine(g, g1d);
   }
-  v.split_grad_err.push_back(se);
-  v.split_grad_cos.push_back(sc);
-  push(v.local, "split_grad_rel_err", se);
-  push(v.local, "split_grad_cosine", sc);
-  push(v.local, "step", double(step));
-  push(v.local, "grad_rel_err", ge);
-  push(v.local, "grad_cosine", gc);
-  push(v.local, "update_rel_err", ue);
-  push(v.local, "weight_grad_underflow_vs_reference", uf);
+  LocalSeries& l = v.local;
+  l.step.push_back(double(step));
+  l.grad_rel_err.push_back(ge);
+  l.grad_cosine.push_back(gc);
+  l.update_rel_err.push_back(ue);
+  l.weight_grad_underflow_vs_reference.push_back(uf);
+  l.split_grad_rel_err.push_back(se);
+  l.split_grad_cosine.push_back(sc);
 }
 
 // A logged step's series of the variant (and its record for hooks.on_logged_step).
@@ -139,20 +137,17 @@ template <class Var, class Ref>
 void log_variant(VariantRun<Var>& v, const ReferenceRun<Ref>& ref, const StepStats& st, double ref_loss,
                  const std::vector<float>& vgrad, int64_t step, uint64_t seed, const RunHooks& hooks) {
   const std::vector<double> w = to_double(v.state.weights);
-  push(v.series, "step", double(step));
-  push(v.series, "loss", st.loss);
-  push(v.series, "loss_gap", st.loss - ref_loss);
-  push(v.series, "weight_distance", rel_error(w, ref.state.weights));
-  push(v.series, "drift_over_chaos_floor", rel_error(w, ref.state.weights) / ref.chaos_distance);
-  push(v.series, "grad_cosine_vs_reference", cosine(to_double(vgrad), ref.grad));
-  push(v.series, "loss_scale", st.loss_scale);
-  push(v.series, "skipped_steps", double(v.skipped));
-  push(v.series, "stagnation", st.updates_intended ? double(st.updates_lost) / double(st.updates_intended) : 0.0);
-  if (!hooks.on_logged_step) return;
-  json rec = {{"seed", seed}, {"step", step}, {"variant", v.recipe->name}};
-  for (const auto& [key, values] : v.series.items())
-    if (key != "step") rec[key] = values.back();
-  v.logged = std::move(rec);
+  VariantSeries& s = v.series;
+  s.step.push_back(double(step));
+  s.loss.push_back(st.loss);
+  s.loss_gap.push_back(st.loss - ref_loss);
+  s.weight_distance.push_back(rel_error(w, ref.state.weights));
+  s.drift_over_chaos_floor.push_back(rel_error(w, ref.state.weights) / ref.chaos_distance);
+  s.grad_cosine_vs_reference.push_back(cosine(to_double(vgrad), ref.grad));
+  s.loss_scale.push_back(st.loss_scale);
+  s.skipped_steps.push_back(double(v.skipped));
+  s.stagnation.push_back(st.updates_intended ? double(st.updates_lost) / double(st.updates_intended) : 0.0);
+  if (hooks.on_logged_step) v.logged = logged_step_json(s, seed, step, v.recipe->name);
 }
 
 // The variant's own step and its totals, twin, per-layer statistics and histograms.
@@ -175,9 +170,8 @@ StepStats train_variant(VariantRun<typename P::Var>& v, const P& p, const B& b, 
   if (f.hist) {
     const auto& act = v.trainer->last_activation_grads();
     const std::vector<double> ag(act.begin(), act.end());
-    v.histograms.push_back({{"step", step},
-                            {"activation_grads", exponent_histogram(ag, v.recipe->activation_grads.format)},
-                            {"weight_grads_unscaled", exponent_histogram(to_double(vgrad), v.recipe->weight_grads.format)}});
+    v.histograms.push_back({step, exponent_histogram(ag, v.recipe->activation_grads.format),
+                            exponent_histogram(to_double(vgrad), v.recipe->weight_grads.format)});
   }
   return st;
 }
@@ -193,79 +187,74 @@ void step_variant(VariantRun<typename P::Var>& v, const ReferenceRun<typename P:
   if (f.shadow) shadow_step(v, ref, b, step, vgrad);
   const StepStats st = train_variant(v, p, b, step, f, vgrad, window);
   if (f.log) log_variant(v, ref, st, ref.last_loss, vgrad, step, seed, hooks);
-  if (f.eval) {
-    const EvalResult e = p.evaluate(*v.trainer, v.state);
-    push(v.evals, "step", double(step + 1));
-    push(v.evals, "heldout_loss", e.loss);
-    push(v.evals, "heldout_accuracy", e.accuracy);
-  }
+  if (f.eval) push_eval(v.evals, step, p.evaluate(*v.trainer, v.state));
   const bool blown = !std::isfinite(st.loss) ||
                      (st.loss > c.divergence_factor * ref.last_loss && st.loss > ref.initial_loss);
   if (blown) v.diverged_at = step;
 }
 
+// One variant's results at the end of a seed, against the reference's.
+template <class P>
+VariantRunResults variant_results(const P& p, VariantRun<typename P::Var>& v, const ReferenceResults& ref,
+                                  const ReferenceRun<typename P::Ref>& run, const RunHooks& hooks) {
+  const EvalResult e = p.evaluate(*v.trainer, v.state);
+  VariantSummaryInput in;
+  in.final_loss = window_mean(v.loss_window);
+  in.heldout_loss = e.loss;
+  in.heldout_accuracy = e.accuracy;
+  in.ref_final = ref.final_loss;
+  in.ref_heldout_loss = ref.heldout_loss;
+  in.ref_heldout_accuracy = ref.heldout_accuracy;
+  in.weight_distance = rel_error(to_double(v.state.weights), run.state.weights);
+  in.chaos_floor = ref.chaos_floor;
+  in.local = &v.local;
+  in.roles = &v.roles;
+  in.nonzero = &v.nonzero;
+  in.intended = v.intended;
+  in.lost = v.lost;
+  in.skipped = v.skipped;
+  in.final_loss_scale = v.state.scaler.scale();
+  in.diverged_at = v.diverged_at;
+  VariantRunResults out;
+  out.name = v.recipe->name;
+  out.summary = variant_summary(in);
+  out.roles = v.roles;
+  out.nonzero = v.nonzero;
+  out.series = std::move(v.series);
+  out.local = std::move(v.local);
+  out.evals = std::move(v.evals);
+  out.histograms = std::move(v.histograms);
+  out.fp8_delayed_scales = fp8_delayed_scales(v.state);
+  if (!v.layers.step.empty()) out.layers = std::move(v.layers);
+  if (v.twin) out.backend = twin_results(*v.twin, hooks.executor_name);
+  return out;
+}
+
 // The seed's results: the reference's summary and every variant's.
 template <class P>
-json seed_json(const P& p, ReferenceRun<typename P::Ref>& ref, std::vector<VariantRun<typename P::Var>>& runs,
-               uint64_t seed, int64_t steps_completed, const RunHooks& hooks) {
-  json out = json::object();
+SeedResults seed_results(const P& p, ReferenceRun<typename P::Ref>& ref, std::vector<VariantRun<typename P::Var>>& runs,
+                         uint64_t seed, int64_t steps_completed, const RunHooks& hooks) {
   const EvalResult ref_e = p.evaluate(*ref.trainer, ref.state);
-  const double ref_final = window_mean(ref.window);
-  const double chaos_final = rel_error(ref.chaos.weights, ref.state.weights);
-  out["seed"] = seed;
-  out["steps_completed"] = steps_completed;
-  out["reference"] = {{"final_loss", json_number(ref_final)},
-                      {"last_loss", json_number(ref.last_loss)},
-                      {"initial_loss", json_number(ref.initial_loss)},
-                      {"heldout_loss", json_number(ref_e.loss)},
-                      {"heldout_accuracy", json_number(ref_e.accuracy)},
-                      {"chaos_floor", json_number(chaos_final)},
-                      {"series", ref.series},
-                      {"evals", ref.evals}};
-  json vars = json::array();
-  for (auto& v : runs) {
-    const EvalResult e = p.evaluate(*v.trainer, v.state);
-    VariantSummaryInput in;
-    in.final_loss = window_mean(v.loss_window);
-    in.heldout_loss = e.loss;
-    in.heldout_accuracy = e.accuracy;
-    in.ref_final = ref_final;
-    in.ref_heldout_loss = ref_e.loss;
-    in.ref_heldout_accuracy = ref_e.accuracy;
-    in.weight_distance = rel_error(to_double(v.state.weights), ref.state.weights);
-    in.chaos_floor = chaos_final;
-    in.local_grad_err = &v.local_grad_err;
-    in.local_grad_cos = &v.local_grad_cos;
-    in.local_update_err = &v.local_update_err;
-    in.local_underflow = &v.local_underflow;
-    in.split_grad_err = &v.split_grad_err;
-    in.split_grad_cos = &v.split_grad_cos;
-    in.roles = &v.roles;
-    in.nonzero = &v.nonzero;
-    in.intended = v.intended;
-    in.lost = v.lost;
-    in.skipped = v.skipped;
-    in.final_loss_scale = v.state.scaler.scale();
-    in.diverged_at = v.diverged_at;
-    vars.push_back({{"name", v.recipe->name},
-                    {"summary", variant_summary_json(in)},
-                    {"roles", roles_json(v.roles, v.nonzero)},
-                    {"series", v.series},
-                    {"local", v.local},
-                    {"evals", v.evals},
-                    {"histograms", v.histograms},
-                    {"fp8_delayed_scales", fp8_delayed_json(v.state)}});
-    if (!v.layers.empty()) vars.back()["layers"] = v.layers;
-    if (v.twin) vars.back()["backend"] = twin_json(*v.twin, hooks.executor_name);
-  }
-  out["variants"] = vars;
+  SeedResults out;
+  out.seed = seed;
+  out.steps_completed = steps_completed;
+  ReferenceResults& r = out.reference;
+  r.final_loss = window_mean(ref.window);
+  r.last_loss = ref.last_loss;
+  r.initial_loss = ref.initial_loss;
+  r.heldout_loss = ref_e.loss;
+  r.heldout_accuracy = ref_e.accuracy;
+  r.chaos_floor = rel_error(ref.chaos.weights, ref.state.weights);
+  for (auto& v : runs) out.variants.push_back(variant_results(p, v, r, ref, hooks));
+  r.series = std::move(ref.series);
+  r.evals = std::move(ref.evals);
   return out;
 }
 
 // One seed of the whole experiment: every step, the reference, then the variants, then the logged
 // records and progress; then the seed's results.
 template <class P>
-json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const RunHooks& hooks) {
+SeedResults run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const RunHooks& hooks) {
   const Schedule schedule(c);
   ReferenceRun<typename P::Ref> ref = make_reference(p, c.steps, seed);
   std::vector<VariantRun<typename P::Var>> runs;
@@ -287,29 +276,26 @@ json run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, const R
     steps_completed = step + 1;
     if (stopping) break;
   }
-  return seed_json(p, ref, runs, seed, steps_completed, hooks);
+  return seed_results(p, ref, runs, seed, steps_completed, hooks);
 }
 
-// Everything that can fail before the first step: the training set's size, each recipe's split,
-// accumulation models and operand schemes.
+// Everything that can fail before the first step and after the recipes were read (which resolved
+// their accumulation models and operand schemes): the data's and the model's configuration, the
+// training set's size, each recipe's split and per-part names. From the configuration alone: the
+// sizes are the same for every seed.
 void check_config(const TrainConfig& c, bool transformer) {
-  for (int s = 0; s < c.seeds; ++s) {
-    const int train_rows = transformer ? TransformerProblem(c, c.seed + s).data.train_rows : MlpProblem(c, c.seed + s).data.train_count();
-    if (c.batch > train_rows)
-      throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
-    for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
-    const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
-    for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
-    for (const Recipe& r : c.variants)
-      for (const GemmSpec* g : {&r.forward, &r.dgrad, &r.wgrad})
-        for (const OperandSpec* op : {&g->a, &g->b}) (void)operand_scaling(*op, r.margin);
-  }
+  const int train_rows = transformer ? transformer_shape(c).data.train_rows : mlp_shape(c).data.train_rows;
+  if (c.batch > train_rows)
+    throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
+  for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
+  const int layers = transformer ? c.transformer.layers : int(c.model.hidden.size()) + 1;
+  for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
 }
 
-std::vector<json> memory_estimates(const TrainConfig& c, bool transformer) {
-  const MlpLayout l0 = transformer ? MlpLayout{} : MlpProblem(c, c.seed).layout;
-  const TransformerLayout t0 = transformer ? TransformerProblem(c, c.seed).layout : TransformerLayout{};
-  std::vector<json> m;
+std::vector<MemoryEstimate> memory_estimates(const TrainConfig& c, bool transformer) {
+  const MlpLayout l0 = transformer ? MlpLayout{} : mlp_shape(c).layout;
+  const TransformerLayout t0 = transformer ? transformer_shape(c).layout : TransformerLayout{};
+  std::vector<MemoryEstimate> m;
   for (const Recipe& r : c.variants)
     m.push_back(transformer ? memory_estimate(r, t0, c.optimizer, c.batch) : memory_estimate(r, l0, c.optimizer, c.batch));
   return m;
@@ -317,30 +303,34 @@ std::vector<json> memory_estimates(const TrainConfig& c, bool transformer) {
 
 }  // namespace
 
-nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks) {
+TrainResults run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
   const bool transformer = c.model_type == "transformer";
   if (transformer && hooks.gemm_executor)
     throw std::invalid_argument("the " + hooks.executor_name +
                                 " GEMM backend runs the MLP only; model.type transformer has its matrix products emulated");
   check_config(c, transformer);
-  json runs = json::array();
-  size_t parameters = 0;
+  TrainResults out;
+  out.seeds = c.seeds;
   for (int s = 0; s < c.seeds; ++s) {
     if (s > 0 && hooks.stop && hooks.stop()) break;
     if (transformer) {
       TransformerProblem p(c, c.seed + s);
-      parameters = p.layout.param_count;
-      runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
+      out.parameters = p.layout.param_count;
+      out.runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
     } else {
       MlpProblem p(c, c.seed + s);
-      parameters = p.layout.param_count;
-      runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
+      out.parameters = p.layout.param_count;
+      out.runs.push_back(run_seed(c, p, c.seed + s, s, hooks));
     }
-    if (runs.back()["steps_completed"] != c.steps) break;
+    if (out.runs.back().steps_completed != c.steps) break;
   }
-  const json variants = aggregate_variants(c.variants, runs, c.seeds, memory_estimates(c, transformer));
-  return {{"parameters", parameters}, {"variants", variants}, {"runs", runs}};
+  out.variants = aggregate_variants(c.variants, out.runs, memory_estimates(c, transformer));
+  return out;
+}
+
+nlohmann::json run_training_json(const TrainConfig& c, const RunHooks& hooks) {
+  return train_results_json(run_training(c, hooks));
 }
 
 }  // namespace precsim

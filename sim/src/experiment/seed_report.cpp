@@ -2,25 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <utility>
+#include <vector>
+
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/formats/block_scaling.h"
 
 namespace precsim {
-namespace {
 
 using nlohmann::json;
 
-const char* const kAggregated[] = {"final_loss",         "heldout_loss",       "heldout_accuracy",
-                                   "loss_gap",           "heldout_loss_gap",   "heldout_accuracy_gap",
-                                   "local_grad_rel_err", "local_grad_cosine",  "local_update_rel_err",
-                                   "local_weight_grad_underflow", "local_split_grad_rel_err",
-                                   "local_split_grad_cosine", "weight_distance", "chaos_floor",
-                                   "drift_over_chaos_floor", "underflow_fraction", "stagnation_fraction",
-                                   "skipped_steps",      "final_loss_scale"};
+const std::array<const char*, kSummaryNumbers> kSummaryNumberNames = {
+    "final_loss",         "heldout_loss",       "heldout_accuracy",
+    "loss_gap",           "heldout_loss_gap",   "heldout_accuracy_gap",
+    "local_grad_rel_err", "local_grad_cosine",  "local_update_rel_err",
+    "local_weight_grad_underflow", "local_split_grad_rel_err",
+    "local_split_grad_cosine", "weight_distance", "chaos_floor",
+    "drift_over_chaos_floor", "underflow_fraction", "stagnation_fraction",
+    "skipped_steps",      "final_loss_scale"};
 
-}  // namespace
+std::array<double, kSummaryNumbers> summary_numbers(const VariantSummary& s) {
+  return {s.final_loss,         s.heldout_loss,       s.heldout_accuracy,
+          s.loss_gap,           s.heldout_loss_gap,   s.heldout_accuracy_gap,
+          s.local_grad_rel_err, s.local_grad_cosine,  s.local_update_rel_err,
+          s.local_weight_grad_underflow, s.local_split_grad_rel_err,
+          s.local_split_grad_cosine, s.weight_distance, s.chaos_floor,
+          s.drift_over_chaos_floor, s.underflow_fraction, s.stagnation_fraction,
+          double(s.skipped_steps), s.final_loss_scale};
+}
 
 double window_mean(const std::vector<double>& v) {
   double s = 0;
@@ -28,89 +40,66 @@ double window_mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : s / double(v.size());
 }
 
-json roles_json(const RoleStats& r, const std::array<uint64_t, kRoles>& nz) {
-  json j = json::object();
-  for (size_t i = 0; i < kRoles; ++i) {
-    const QuantStats& q = r[i];
-    if (q.count == 0) continue;
-    j[std::string(to_string(static_cast<Role>(i)))] = {
-        {"count", q.count},
-        {"nonzero_inputs", nz[i]},
-        {"flushed_to_zero", q.underflow_to_zero},
-        {"flush_fraction", json_number(nz[i] ? double(q.underflow_to_zero) / double(nz[i]) : 0.0)},
-        {"subnormal", q.subnormal},
-        {"subnormal_fraction", json_number(double(q.subnormal) / double(q.count))},
-        {"inexact", q.inexact},
-        {"overflow", q.overflow},
-        {"saturated", q.saturated},
-        {"nan", q.nan}};
-  }
-  return j;
-}
-
-json variant_summary_json(const VariantSummaryInput& v) {
+VariantSummary variant_summary(const VariantSummaryInput& v) {
   uint64_t gflush = 0, gnz = 0;
   for (Role r : {Role::kActivationGrads, Role::kWeightGrads}) {
     gflush += (*v.roles)[size_t(r)].underflow_to_zero;
     gnz += (*v.nonzero)[size_t(r)];
   }
-  const double dist = v.weight_distance, chaos_final = v.chaos_floor;
-  return {{"final_loss", json_number(v.final_loss)},
-          {"heldout_loss", json_number(v.heldout_loss)},
-          {"heldout_accuracy", json_number(v.heldout_accuracy)},
-          {"loss_gap", json_number(v.final_loss - v.ref_final)},
-          {"heldout_loss_gap", json_number(v.heldout_loss - v.ref_heldout_loss)},
-          {"heldout_accuracy_gap", json_number(v.heldout_accuracy - v.ref_heldout_accuracy)},
-          {"local_grad_rel_err", json_number(window_mean(*v.local_grad_err))},
-          {"local_grad_cosine", json_number(window_mean(*v.local_grad_cos))},
-          {"local_update_rel_err", json_number(window_mean(*v.local_update_err))},
-          {"local_weight_grad_underflow", json_number(window_mean(*v.local_underflow))},
-          {"local_split_grad_rel_err", json_number(window_mean(*v.split_grad_err))},
-          {"local_split_grad_cosine", json_number(v.split_grad_cos->empty() ? 1.0 : window_mean(*v.split_grad_cos))},
-          {"weight_distance", json_number(dist)},
-          {"chaos_floor", json_number(chaos_final)},
-          {"drift_over_chaos_floor", json_number(dist / chaos_final)},
-          {"underflow_fraction", json_number(gnz ? double(gflush) / double(gnz) : 0.0)},
-          {"stagnation_fraction", json_number(v.intended ? double(v.lost) / double(v.intended) : 0.0)},
-          {"skipped_steps", v.skipped},
-          {"final_loss_scale", json_number(v.final_loss_scale)},
-          {"diverged_at", v.diverged_at >= 0 ? json(v.diverged_at) : json(nullptr)}};
+  const LocalSeries& l = *v.local;
+  VariantSummary s;
+  s.final_loss = v.final_loss;
+  s.heldout_loss = v.heldout_loss;
+  s.heldout_accuracy = v.heldout_accuracy;
+  s.loss_gap = v.final_loss - v.ref_final;
+  s.heldout_loss_gap = v.heldout_loss - v.ref_heldout_loss;
+  s.heldout_accuracy_gap = v.heldout_accuracy - v.ref_heldout_accuracy;
+  s.local_grad_rel_err = window_mean(l.grad_rel_err);
+  s.local_grad_cosine = window_mean(l.grad_cosine);
+  s.local_update_rel_err = window_mean(l.update_rel_err);
+  s.local_weight_grad_underflow = window_mean(l.weight_grad_underflow_vs_reference);
+  s.local_split_grad_rel_err = window_mean(l.split_grad_rel_err);
+  s.local_split_grad_cosine = l.split_grad_cosine.empty() ? 1.0 : window_mean(l.split_grad_cosine);
+  s.weight_distance = v.weight_distance;
+  s.chaos_floor = v.chaos_floor;
+  s.drift_over_chaos_floor = v.weight_distance / v.chaos_floor;
+  s.underflow_fraction = gnz ? double(gflush) / double(gnz) : 0.0;
+  s.stagnation_fraction = v.intended ? double(v.lost) / double(v.intended) : 0.0;
+  s.skipped_steps = v.skipped;
+  s.final_loss_scale = v.final_loss_scale;
+  if (v.diverged_at >= 0) s.diverged_at = v.diverged_at;
+  return s;
 }
 
-json fp8_delayed_json(const RunState<float>& s) {
-  json fp8 = json::array();
+std::vector<Fp8DelayedScale> fp8_delayed_scales(const RunState<float>& s) {
+  std::vector<Fp8DelayedScale> fp8;
   for (size_t i = 0; i < s.delayed.size(); ++i)
     if (s.delayed[i]) {
       const auto& h = s.delayed[i]->history();
-      fp8.push_back({{"operand", i}, {"scale", json_number(s.delayed[i]->scale())},
-                     {"last_amax", json_number(h.empty() ? 0.0 : h.front())}});
+      fp8.push_back({i, s.delayed[i]->scale(), h.empty() ? 0.0 : h.front()});
     }
   return fp8;
 }
 
-json aggregate_variants(const std::vector<Recipe>& recipes, const json& runs, int seeds,
-                        const std::vector<json>& memory) {
-  json variants = json::array();
+std::vector<VariantAggregate> aggregate_variants(const std::vector<Recipe>& recipes, const std::vector<SeedResults>& runs,
+                                                 const std::vector<MemoryEstimate>& memory) {
+  std::vector<VariantAggregate> variants;
   for (size_t vi = 0; vi < recipes.size(); ++vi) {
-    json agg = json::object(), ci = json::object();
-    for (const char* key : kAggregated) {
+    VariantAggregate v;
+    std::vector<std::array<double, kSummaryNumbers>> per_seed;
+    for (const SeedResults& run : runs) per_seed.push_back(summary_numbers(run.variants[vi].summary));
+    for (size_t k = 0; k < kSummaryNumbers; ++k) {
       std::vector<double> xs;
-      for (const auto& run : runs) xs.push_back(read_number(run["variants"][vi]["summary"][key]));
-      const MeanCi m = mean_ci95(xs);
-      agg[key] = json_number(m.mean);
-      ci[key] = {json_number(m.lo), json_number(m.hi)};
+      for (const auto& x : per_seed) xs.push_back(x[k]);
+      v.summary[k] = mean_ci95(xs);
     }
-    json diverged = json::array();
-    for (const auto& run : runs) diverged.push_back(run["variants"][vi]["summary"]["diverged_at"]);
-    agg["diverged_at"] = seeds == 1 ? diverged[0] : diverged;
-    json v = {{"name", recipes[vi].name},
-              {"preset", recipes[vi].preset},
-              {"summary", agg},
-              {"split", {{"workers", recipes[vi].parallel.workers},
-                         {"micro_batches", recipes[vi].accumulation.micro_batches}}}};
-    v["memory_bytes"] = memory[vi];
-    if (seeds > 1) v["summary_ci95"] = ci;
-    variants.push_back(v);
+    for (const SeedResults& run : runs) v.diverged_at.push_back(run.variants[vi].summary.diverged_at);
+    v.name = recipes[vi].name;
+    v.preset = recipes[vi].preset;
+    v.workers = recipes[vi].parallel.workers;
+    v.micro_batches = recipes[vi].accumulation.micro_batches;
+    v.memory_bytes = memory[vi];
+    variants.push_back(std::move(v));
   }
   return variants;
 }

@@ -18,6 +18,7 @@
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/hw/gpu_train.h"
+#include "precsim/sim/experiment/train_results.h"
 #include "precsim/sim/train/step_types.h"
 #include "seed_report.h"
 
@@ -45,7 +46,7 @@ struct BackendTwin {
   std::unique_ptr<Var> trainer;
   std::shared_ptr<GemmExecutor> backend;
   RunState<float> state;
-  json series = json::object();
+  TwinSeries series;
   double max_abs_loss_diff = 0, max_weight_rel_err = 0, weight_rel_err = 0, last_loss = 0;
   uint64_t skipped = 0;
   int64_t diverged_at = -1;
@@ -62,17 +63,17 @@ struct VariantRun {
   int64_t diverged_at = -1;
   double last_loss = 0;
   std::vector<double> loss_window;
-  json series = json::object(), local = json::object(), evals = json::object(), histograms = json::array();
-  std::vector<double> local_grad_err, local_grad_cos, local_update_err, local_underflow;
+  VariantSeries series;
+  LocalSeries local;
+  EvalSeries evals;
+  std::vector<GradHistograms> histograms;
   // A split variant's own arithmetic without the split (1 worker, 1 micro-batch), at shadow steps.
   std::unique_ptr<Var> unsplit;
-  std::vector<double> split_grad_err, split_grad_cos;
   json logged;  // this step's record for hooks.on_logged_step, emitted after the parallel loop
-  json layers = json::object();  // per-layer series of models that have layers to report (transformer)
+  LayerSeries layers;  // per-layer series of models that have layers to report (transformer)
   std::unique_ptr<BackendTwin<Var>> twin;
 };
 
-inline void push(json& series, const std::string& key, double v) { series[key].push_back(json_number(v)); }
 
 // One step of the twin on the batch the emulated variant just took (its loss `loss`, its weights
 // after the step `w`). A non-finite difference counts as infinite.
@@ -88,11 +89,11 @@ void step_twin(BackendTwin<Var>& t, const BatchView& b, int64_t step, double los
   t.max_weight_rel_err = std::max(t.max_weight_rel_err, std::isfinite(t.weight_rel_err) ? t.weight_rel_err : inf);
   if (!std::isfinite(st.loss)) t.diverged_at = step;
   if (!log) return;
-  push(t.series, "step", double(step));
-  push(t.series, "loss", st.loss);
-  push(t.series, "loss_diff", diff);
-  push(t.series, "weight_rel_err", t.weight_rel_err);
-  push(t.series, "loss_scale", st.loss_scale);
+  t.series.step.push_back(double(step));
+  t.series.loss.push_back(st.loss);
+  t.series.loss_diff.push_back(diff);
+  t.series.weight_rel_err.push_back(t.weight_rel_err);
+  t.series.loss_scale.push_back(st.loss_scale);
 }
 
 // What a report records of a backend's calls: the cuBLASLt executor's algorithms and counts.
@@ -102,16 +103,18 @@ inline json backend_calls(const GemmExecutor& e) {
 }
 
 template <class Var>
-json twin_json(const BackendTwin<Var>& t, const std::string& name) {
-  return {{"name", name},
-          {"summary", {{"last_loss", json_number(t.last_loss)},
-                       {"max_abs_loss_diff", json_number(t.max_abs_loss_diff)},
-                       {"max_weight_rel_err", json_number(t.max_weight_rel_err)},
-                       {"final_weight_rel_err", json_number(t.weight_rel_err)},
-                       {"skipped_steps", t.skipped},
-                       {"diverged_at", t.diverged_at >= 0 ? json(t.diverged_at) : json(nullptr)}}},
-          {"series", t.series},
-          {"calls", backend_calls(*t.backend)}};
+TwinResults twin_results(const BackendTwin<Var>& t, const std::string& name) {
+  TwinResults r;
+  r.name = name;
+  r.last_loss = t.last_loss;
+  r.max_abs_loss_diff = t.max_abs_loss_diff;
+  r.max_weight_rel_err = t.max_weight_rel_err;
+  r.final_weight_rel_err = t.weight_rel_err;
+  r.skipped_steps = t.skipped;
+  if (t.diverged_at >= 0) r.diverged_at = t.diverged_at;
+  r.series = t.series;
+  r.calls = backend_calls(*t.backend);
+  return r;
 }
 
 // What a step records besides training: a logged step, a shadow step, an evaluation, histograms.
@@ -163,7 +166,8 @@ template <class Ref>
 struct ReferenceRun {
   std::unique_ptr<Ref> trainer, chaos_trainer;
   RunState<double> state, chaos;
-  json series = json::object(), evals = json::object();
+  ReferenceSeries series;
+  EvalSeries evals;
   std::vector<double> window;
   double initial_loss = 0, last_loss = 0;
   double chaos_distance = 0;  // this step's relative distance of the chaos control's weights

@@ -19,7 +19,7 @@ std::string run_sweep_unit(const SweepUnit& u) {
   nlohmann::json seeds = nlohmann::json::array();
   for (int s = 0; s < c.seeds; ++s) seeds.push_back(c.seed + s);
   r.seeds() = {{"seed", c.seed}, {"seeds", seeds}};
-  r.results() = run_training(c);
+  r.results() = train_results_json(run_training(c));
   return r.document(/*deterministic=*/true).dump(2) + "\n";
 }
 

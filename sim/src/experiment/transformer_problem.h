@@ -2,15 +2,12 @@
 // (trainers, the batch of a step, held-out evaluation) plus the per-layer statistics it logs.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <memory>
 #include <vector>
-#include <nlohmann/json.hpp>
 
-#include "precsim/reports/report.h"
 #include "precsim/sim/data/data.h"
 #include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/experiment/train_results.h"
 #include "precsim/sim/train/transformer_trainer.h"
 #include "problem.h"
 
@@ -41,19 +38,19 @@ struct TransformerProblem
   }
   // Logged steps: per block, the attention-logit amax and overflow fraction and, for the inputs of
   // the four linear products, max / RMS and the FP8 delayed-scaling scale (reports/METRICS.md).
-  void observe(const Var& t, nlohmann::json& layers, int64_t step, bool log) const {
+  void observe(const Var& t, LayerSeries& layers, int64_t step, bool log) const {
     if (!log) return;
-    static const char* const kInputs[] = {"qkv", "proj", "fc", "fcproj"};
-    layers["step"].push_back(step);
+    layers.step.push_back(step);
     const auto& st = t.last_layer_stats();
+    layers.blocks.resize(st.size());
     for (size_t l = 0; l < st.size(); ++l) {
       const auto& s = st[l];
-      auto put = [&](const std::string& key, double v) { layers[fmt::format("l{}_{}", l, key)].push_back(json_number(v)); };
-      put("attn_logit_amax", s.score_amax);
-      put("attn_logit_overflow_fraction", s.score_count ? double(s.score_overflow) / double(s.score_count) : 0.0);
+      BlockSeries& b = layers.blocks[l];
+      b.attn_logit_amax.push_back(s.score_amax);
+      b.attn_logit_overflow_fraction.push_back(s.score_count ? double(s.score_overflow) / double(s.score_count) : 0.0);
       for (size_t i = 0; i < 4; ++i) {
-        put(fmt::format("{}_input_max_over_rms", kInputs[i]), s.input_rms[i] > 0 ? s.input_amax[i] / s.input_rms[i] : 0.0);
-        put(fmt::format("{}_input_fp8_scale", kInputs[i]), s.fp8_scale[i]);
+        b.input_max_over_rms[i].push_back(s.input_rms[i] > 0 ? s.input_amax[i] / s.input_rms[i] : 0.0);
+        b.input_fp8_scale[i].push_back(s.fp8_scale[i]);
       }
     }
   }

@@ -43,6 +43,15 @@ struct Dataset {
 // file, NaN or Inf in user data, labels out of range).
 Dataset make_dataset(const DataConfig& c, uint64_t seed);
 
+// The task and sizes make_dataset(c, seed) gives (outputs: classes or regression outputs), with
+// its checks of the configuration and of the files' shapes and their messages, without making a
+// row (an npy data set's files are read, not converted). For any seed.
+struct DataShape {
+  Task task = Task::kClassification;
+  int features = 0, outputs = 0, train_rows = 0, heldout_rows = 0;
+};
+DataShape data_shape(const DataConfig& c);
+
 // Indices of the training rows of batch `step`: epochs are keyed shuffles of the training set.
 void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t seed, uint64_t step);
 

@@ -34,6 +34,13 @@ struct SeqDataset {
 // context, an unreadable or too short text file).
 SeqDataset make_seq_dataset(const SeqDataConfig& c, int context, uint64_t seed);
 
+// The sizes make_seq_dataset(c, context, seed) gives, with its checks and their messages, without
+// making a row (a text file is read for its vocabulary). For any seed.
+struct SeqDataShape {
+  int vocab = 0, train_rows = 0, heldout_rows = 0;
+};
+SeqDataShape seq_data_shape(const SeqDataConfig& c, int context);
+
 // A batch of rows (indices into the dataset's rows) copied into contiguous buffers.
 struct SeqBatch {
   std::vector<int32_t> tokens, targets;

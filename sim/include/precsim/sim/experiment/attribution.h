@@ -5,11 +5,12 @@
 // alone costs). Definitions in reports/METRICS.md ("attribute").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "precsim/sim/experiment/runner.h"
 
@@ -42,7 +43,7 @@ struct CounterfactualRuns {
   std::vector<std::vector<std::array<double, 3>>> metrics;  // [recipe][seed]{final, heldout, local}
   std::vector<double> chaos_loss;                            // [seed]
   std::vector<double> reference_heldout;                     // [seed]
-  std::vector<nlohmann::json> summaries;                     // [recipe]: per seed its train `summary`
+  std::vector<std::vector<VariantSummary>> summaries;        // [recipe][seed]: its train summary
   int distinct = 0;                                          // recipes actually run
 };
 CounterfactualRuns run_counterfactuals(const TrainConfig& c, const std::vector<Recipe>& recipes, const RunHooks& hooks);

@@ -18,6 +18,7 @@
 #include "precsim/sim/train/optimizer.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/data/seq_data.h"
+#include "precsim/sim/experiment/train_results.h"
 #include "precsim/sim/model/transformer.h"
 
 namespace precsim {
@@ -73,18 +74,20 @@ struct RunHooks {
   std::string executor_name;
 };
 
-// The results object of a train report. Throws std::invalid_argument on data or shape errors
-// before any step runs.
-nlohmann::json run_training(const TrainConfig& c, const RunHooks& hooks = {});
+// The results of the experiment (train_results.h). Throws std::invalid_argument on data or shape
+// errors before any step runs.
+TrainResults run_training(const TrainConfig& c, const RunHooks& hooks = {});
+// The same as the results object of a train report: train_results_json(run_training(c, hooks)).
+nlohmann::json run_training_json(const TrainConfig& c, const RunHooks& hooks = {});
 
 // Bytes a recipe needs for the model's weights, master copy, gradients, optimizer state and the
 // stored activations of one batch and of one micro-batch (batch / (workers x micro-batches) rows,
 // what one forward of the split step holds at its peak), block-scale overhead and the
 // accumulation buffer included.
-nlohmann::json memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch);
+MemoryEstimate memory_estimate(const Recipe& r, const MlpLayout& l, const OptimizerConfig& o, int batch);
 // The same for the transformer: batch sequences, activations by transformer_activation_bytes in
 // the recipe's activation and scores formats (LayerNorm outputs FP32 under autocast).
-nlohmann::json memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch);
+MemoryEstimate memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch);
 
 // The summary table (one row per variant) as text.
 std::string summary_table(const nlohmann::json& results);
