@@ -84,7 +84,7 @@ void expect_same_problem(const json& cfg) {
   one["steps"] = 1;
   one["recipes"] = {"fp32"};
   const TrainConfig c = train_config_from_json(one);
-  const bool transformer = c.model_type == "transformer";
+  const bool transformer = c.model_type == ModelKind::kTransformer;
   const size_t params = transformer ? transformer_shape(c).layout.param_count : mlp_shape(c).layout.param_count;
   EXPECT_GT(params, 0u);
   EXPECT_EQ(run_training(c).parameters, params);

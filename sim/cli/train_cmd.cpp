@@ -28,7 +28,7 @@ struct Args {
 // --backend cuda: every variant's matrix products also on cuBLASLt (gpu_train.h). Refuses, before
 // any step, a transformer, a missing device (exit 3) and a recipe the device cannot run (exit 2).
 TrainTwin cuda_twin(const TrainConfig& c, int device) {
-  if (c.model_type == "transformer")
+  if (c.model_type == ModelKind::kTransformer)
     throw UsageError("--backend cuda runs the MLP only; model.type transformer has its matrix products emulated");
   const auto gpu = load_gpu_library();
   const GpuSystemInfo sys = system_or_throw(*gpu);

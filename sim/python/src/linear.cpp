@@ -35,7 +35,8 @@ nb::ndarray<nb::numpy, float> owned(const std::vector<double>& v, std::vector<si
 
 nb::dict mlp_problem(nb::handle config, uint64_t seed) {
   const TrainConfig c = train_config_of(config);
-  if (c.model_type != "mlp") throw std::invalid_argument("model.type '" + c.model_type + "': only the mlp has a problem here");
+  if (c.model_type != ModelKind::kMlp)
+    throw std::invalid_argument("model.type '" + std::string(to_string(c.model_type)) + "': only the mlp has a problem here");
   const Dataset d = make_dataset(c.data, seed);
   const MlpLayout l = make_mlp_layout(c.model, d.features, d.outputs);
   const std::vector<double> p = init_mlp(l, c.model, seed);

@@ -36,7 +36,7 @@ constexpr NamedBits kGemms[] = {{"forward", kPartForward}, {"dgrad", kPartDgrad}
 // The layer units of the model: MLP layers by index, the transformer's embedding, blocks and head.
 std::vector<std::string> layer_parts(const TrainConfig& c) {
   std::vector<std::string> p;
-  if (c.model_type == "transformer") {
+  if (c.model_type == ModelKind::kTransformer) {
     p.push_back("embedding");
     for (int i = 0; i < c.transformer.layers; ++i) p.push_back(fmt::format("blocks.{}", i));
     p.push_back("head");

@@ -59,7 +59,7 @@ std::vector<SearchFormat> search_formats(const std::vector<std::string>& names) 
 
 std::vector<std::pair<std::string, double>> search_parts(const TrainConfig& c) {
   std::vector<std::pair<std::string, double>> p;
-  if (c.model_type == "transformer") {
+  if (c.model_type == ModelKind::kTransformer) {
     const TransformerLayout l = transformer_shape(c).layout;
     const double C = l.width, H = l.hidden, V = l.vocab;
     for (size_t i = 0; i < l.blocks.size(); ++i) p.push_back({fmt::format("blocks.{}", i), 4 * C * C + 2 * C * H});

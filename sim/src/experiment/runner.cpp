@@ -305,7 +305,7 @@ std::vector<MemoryEstimate> memory_estimates(const TrainConfig& c, bool transfor
 
 TrainResults run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (c.variants.empty()) throw std::invalid_argument("no recipes to run; give at least one");
-  const bool transformer = c.model_type == "transformer";
+  const bool transformer = c.model_type == ModelKind::kTransformer;
   if (transformer && hooks.gemm_executor)
     throw std::invalid_argument("the " + hooks.executor_name +
                                 " GEMM backend runs the MLP only; model.type transformer has its matrix products emulated");

@@ -16,6 +16,8 @@ namespace precsim {
 
 using nlohmann::json;
 
+std::string_view to_string(ModelKind k) { return k == ModelKind::kTransformer ? "transformer" : "mlp"; }
+
 json train_config_to_json(const TrainConfig& c) {
   json recipes = json::array();
   for (const Recipe& r : c.variants) {
@@ -32,9 +34,9 @@ json train_config_to_json(const TrainConfig& c) {
           {"eval_every", c.eval_every},
           {"divergence_factor", c.divergence_factor},
           {"histogram_steps", c.histogram_steps},
-          {"data", c.model_type == "transformer" ? seq_data_config_to_json(c.seq_data) : data_config_to_json(c.data)},
+          {"data", c.model_type == ModelKind::kTransformer ? seq_data_config_to_json(c.seq_data) : data_config_to_json(c.data)},
           {"items", items_config_to_json(c.items)},
-          {"model", c.model_type == "transformer" ? transformer_config_to_json(c.transformer) : mlp_config_to_json(c.model)},
+          {"model", c.model_type == ModelKind::kTransformer ? transformer_config_to_json(c.transformer) : mlp_config_to_json(c.model)},
           {"optimizer", optimizer_config_to_json(c.optimizer)},
           {"recipes", recipes}};
 }
@@ -72,7 +74,7 @@ std::vector<Recipe> recipes_from_json(const json& list) {
 void check_hadamard_divides(const Recipe& r, const TrainConfig& c) {
   const int n = r.wgrad.hadamard;
   if (!n) return;
-  const bool tf = c.model_type == "transformer";
+  const bool tf = c.model_type == ModelKind::kTransformer;
   const int64_t rows = c.batch / (int64_t(r.parallel.workers) * r.accumulation.micro_batches);
   const int64_t tokens = rows * (tf ? c.transformer.context : 1);
   if (tokens % n != 0)
@@ -128,17 +130,19 @@ TrainConfig train_config_from_json(const json& j) {
   if (!(c.divergence_factor > 1)) throw std::invalid_argument("divergence_factor must be > 1");
   json model = top.value("model", json::object());
   if (model.contains("type") && !model["type"].is_string()) throw std::invalid_argument("model.type: expected a string (mlp or transformer)");
-  c.model_type = model.value("type", "mlp");
-  if (c.model_type == "transformer") {
+  const std::string type = model.value("type", "mlp");
+  if (type == "transformer") {
+    c.model_type = ModelKind::kTransformer;
     c.transformer = transformer_config_from_json(model);
     c.seq_data = seq_data_config_from_json(top.value("data", json::object()));
-  } else if (c.model_type == "mlp") {
+  } else if (type == "mlp") {
+    c.model_type = ModelKind::kMlp;
     model.erase("type");
     c.data = data_config_from_json(top.value("data", json::object()));
     c.items = items_config_from_json(top.value("items", json::object()));
     c.model = mlp_config_from_json(model);
   } else {
-    throw std::invalid_argument(fmt::format("model.type '{}' is unknown; allowed: mlp, transformer", c.model_type));
+    throw std::invalid_argument(fmt::format("model.type '{}' is unknown; allowed: mlp, transformer", type));
   }
   c.optimizer = optimizer_config_from_json(top.value("optimizer", json::object()));
   c.variants = recipes_from_json(m["recipes"]);
@@ -146,7 +150,7 @@ TrainConfig train_config_from_json(const json& j) {
   for (const Recipe& r : c.variants) {
     check_split(r.parallel, r.accumulation, c.batch, r.name);
     check_hadamard_divides(r, c);
-    if (r.parallel.batchnorm != BatchNormStats::kMicroBatch && !(c.model_type == "mlp" && c.model.batchnorm))
+    if (r.parallel.batchnorm != BatchNormStats::kMicroBatch && !(c.model_type == ModelKind::kMlp && c.model.batchnorm))
       throw std::invalid_argument(fmt::format("recipe '{}': parallel.batchnorm_stats {} needs BatchNorm layers (model.batchnorm true)",
                                               r.name, to_string(r.parallel.batchnorm)));
   }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,8 +26,12 @@ namespace precsim {
 
 class GemmExecutor;
 
+// Which model a configuration trains ("mlp" | "transformer" as model.type).
+enum class ModelKind : uint8_t { kMlp, kTransformer };
+std::string_view to_string(ModelKind);
+
 struct TrainConfig {
-  std::string model_type = "mlp";  // mlp | transformer (model.type)
+  ModelKind model_type = ModelKind::kMlp;  // model.type
   DataConfig data;                 // mlp
   ItemsConfig items;               // mlp: items per row for loss normalisation (default: one each)
   MlpConfig model;                 // mlp
