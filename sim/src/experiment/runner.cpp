@@ -279,12 +279,33 @@ SeedResults run_seed(const TrainConfig& c, P& p, uint64_t seed, int seed_index, 
   return seed_results(p, ref, runs, seed, steps_completed, hooks);
 }
 
+// The problem's sizes, read once from the configuration (an npy or text data set's files are read
+// for their shapes here, and not again after the runs for the memory estimate).
+struct ProblemSizes {
+  int train_rows = 0;
+  MlpLayout mlp;
+  TransformerLayout transformer;
+};
+
+ProblemSizes problem_sizes(const TrainConfig& c, bool transformer) {
+  ProblemSizes z;
+  if (transformer) {
+    const TransformerShape sh = transformer_shape(c);
+    z.train_rows = sh.data.train_rows;
+    z.transformer = sh.layout;
+  } else {
+    const MlpShape sh = mlp_shape(c);
+    z.train_rows = sh.data.train_rows;
+    z.mlp = sh.layout;
+  }
+  return z;
+}
+
 // Everything that can fail before the first step and after the recipes were read (which resolved
-// their accumulation models and operand schemes): the data's and the model's configuration, the
-// training set's size, each recipe's split and per-part names. From the configuration alone: the
-// sizes are the same for every seed.
-void check_config(const TrainConfig& c, bool transformer) {
-  const int train_rows = transformer ? transformer_shape(c).data.train_rows : mlp_shape(c).data.train_rows;
+// their accumulation models and operand schemes): the training set's size, each recipe's split and
+// per-part names (the data's and the model's configuration were checked by problem_sizes). From
+// the configuration alone: the sizes are the same for every seed.
+void check_config(const TrainConfig& c, bool transformer, int train_rows) {
   if (c.batch > train_rows)
     throw std::invalid_argument(fmt::format("batch {} is larger than the training set ({} rows)", c.batch, train_rows));
   for (const Recipe& r : c.variants) check_split(r.parallel, r.accumulation, c.batch, r.name);
@@ -292,12 +313,11 @@ void check_config(const TrainConfig& c, bool transformer) {
   for (const Recipe& r : c.variants) (void)PartRecipes(r, transformer, layers);
 }
 
-std::vector<MemoryEstimate> memory_estimates(const TrainConfig& c, bool transformer) {
-  const MlpLayout l0 = transformer ? MlpLayout{} : mlp_shape(c).layout;
-  const TransformerLayout t0 = transformer ? transformer_shape(c).layout : TransformerLayout{};
+std::vector<MemoryEstimate> memory_estimates(const TrainConfig& c, bool transformer, const ProblemSizes& z) {
   std::vector<MemoryEstimate> m;
   for (const Recipe& r : c.variants)
-    m.push_back(transformer ? memory_estimate(r, t0, c.optimizer, c.batch) : memory_estimate(r, l0, c.optimizer, c.batch));
+    m.push_back(transformer ? memory_estimate(r, z.transformer, c.optimizer, c.batch)
+                            : memory_estimate(r, z.mlp, c.optimizer, c.batch));
   return m;
 }
 
@@ -309,7 +329,8 @@ TrainResults run_training(const TrainConfig& c, const RunHooks& hooks) {
   if (transformer && hooks.gemm_executor)
     throw std::invalid_argument("the " + hooks.executor_name +
                                 " GEMM backend runs the MLP only; model.type transformer has its matrix products emulated");
-  check_config(c, transformer);
+  const ProblemSizes sizes = problem_sizes(c, transformer);
+  check_config(c, transformer, sizes.train_rows);
   TrainResults out;
   out.seeds = c.seeds;
   for (int s = 0; s < c.seeds; ++s) {
@@ -325,7 +346,7 @@ TrainResults run_training(const TrainConfig& c, const RunHooks& hooks) {
     }
     if (out.runs.back().steps_completed != c.steps) break;
   }
-  out.variants = aggregate_variants(c.variants, out.runs, memory_estimates(c, transformer));
+  out.variants = aggregate_variants(c.variants, out.runs, memory_estimates(c, transformer, sizes));
   return out;
 }
 

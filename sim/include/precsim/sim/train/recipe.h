@@ -74,7 +74,14 @@ struct OperandSpec {
 // given) and resolved once when the recipe is read.
 struct AccumSpec {
   std::string spec = "fp32-seq";
-  AccumModel model = parse_accum_model("fp32-seq");
+  AccumModel model = default_model();
+
+ private:
+  // Parsed once: every default-constructed GemmSpec (three per Recipe) would parse it again.
+  static const AccumModel& default_model() {
+    static const AccumModel m = parse_accum_model("fp32-seq");
+    return m;
+  }
 };
 // The spec resolved (parse_accum_model: throws std::invalid_argument naming what is wrong).
 inline AccumSpec accum_spec(std::string spec) {
