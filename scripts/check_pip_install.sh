@@ -8,7 +8,7 @@
 #   scripts/check_pip_install.sh [WORKDIR]   (default: a new temporary folder; kept for inspection)
 #
 # It compiles the whole library once (about half an hour on 2 busy cores), so CI does not run it;
-# the README (From Python) gives its last result. ccache, when present, is used as the launcher.
+# docs/python.md describes it. ccache, when present, is used as the launcher.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="${1:-$(mktemp -d /tmp/precsim-pip.XXXXXX)}"

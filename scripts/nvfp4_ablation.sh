@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The NVFP4 / MXFP8 ablation at CPU scale (README, "The NVFP4 and MXFP8 recipes as published"):
+# The NVFP4 / MXFP8 ablation at CPU scale (docs/recipes.md):
 # trains experiments/nvfp4_ablation.json (tiny-gpt, 20 seeds, about 12 CPU-minutes), then prints
 # each effect as a difference paired by seed with its 95% interval (precsim report compare), and
 # the block error of 4/6 against 6-only and the clipped blocks of floor against rceil on Gaussian

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints "NAME DIGEST" for the results of a fixed set of runs: the demo, the test configs, the
-# README's examples and every recipe preset on the MLP (LayerNorm, BatchNorm, regression, items)
+# documented examples (docs/) and every recipe preset on the MLP (LayerNorm, BatchNorm, regression, items)
 # and on the transformer, all with --deterministic. Two builds that print the same lines computed
 # the same numbers; a restructure or a speed-up must leave them unchanged:
 #   scripts/report_digests.sh build/precsim > after.txt && diff before.txt after.txt

@@ -72,7 +72,7 @@ fi
 # The package: CMake builds it in build/ (target precsim_python, the same libraries and objects as
 # the CLI, so nothing is compiled twice) and a .pth file puts build/python on the venv's path. Only
 # when `import precsim` fails; later builds of build/ keep it current. `pip install .` installs a
-# copy into another environment instead (README, From Python).
+# copy into another environment instead (docs/python.md).
 if "$venv/bin/python" -c "import nanobind" 2>/dev/null && ! (cd / && "$venv/bin/python" -c "import precsim" 2>/dev/null); then
   echo "setup: building the Python package precsim (build/, target precsim_python)" >&2
   launcher=()

@@ -5,9 +5,9 @@
 #                                 CLI and a subset of the tests: every command through the CLI tests
 #                                 and the schema/interrupt/determinism scripts, the report,
 #                                 tensor-file and fuzz-corpus tests, and the core format units (see
-#                                 sanitize_tests); README "What the tests hold" has its measured time
-#   scripts/test.sh --sanitize-all  the same build with every test (hours on 2 cores; README)
-#   scripts/test.sh --full        also the exhaustive 2^32 sweeps (PRECSIM_FULL_SWEEP=1; README)
+#                                 sanitize_tests); docs/testing.md has its measured time
+#   scripts/test.sh --sanitize-all  the same build with every test (hours on 2 cores; docs/testing.md)
+#   scripts/test.sh --full        also the exhaustive 2^32 sweeps (PRECSIM_FULL_SWEEP=1; docs/testing.md)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"

@@ -1,5 +1,5 @@
 // The simulated all-reduce against exact sums and hand-computed NCCL orders
-// (docs/SOURCES.md, TC 4).
+// (docs/reference/sources.md, TC 4).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // OCP MX block scaling: worked vectors from the OCP MX specification, microxcaling, torchao and
-// gfloat (docs/SOURCES.md, block scaling), the NaN / zero / clamp rules, the scale rules' clipping behaviour,
+// gfloat (docs/reference/sources.md, block scaling), the NaN / zero / clamp rules, the scale rules' clipping behaviour,
 // the packed layout and the scheme parser.
 #include <gtest/gtest.h>
 
@@ -78,7 +78,7 @@ TEST(MxVectors, ReferenceNotesWorkedExamples) {
 }
 
 TEST(MxVectors, GfloatTorchaoRampMxfp4AndMxfp6) {
-  // A = k/2 - 5, k = 0..31 (the gfloat / torchao MX ramp, docs/SOURCES.md), one block of 32.
+  // A = k/2 - 5, k = 0..31 (the gfloat / torchao MX ramp, docs/reference/sources.md), one block of 32.
   std::vector<float> a;
   for (int k = 0; k < 32; ++k) a.push_back(k / 2.0f - 5);
   EXPECT_EQ(first_scale_code("mxfp4", a), 128);        // 2^1

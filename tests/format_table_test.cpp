@@ -1,5 +1,5 @@
 // Each preset's derived properties against values from the OCP MX spec, the FP8 paper and
-// ml_dtypes' finfo (docs/SOURCES.md, Formats and §1.2).
+// ml_dtypes' finfo (docs/reference/sources.md, Formats and §1.2).
 #include <gtest/gtest.h>
 
 #include <cmath>

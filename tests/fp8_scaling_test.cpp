@@ -1,5 +1,5 @@
 // FP8 scaling recipes: per-tensor current scaling, per-row, 1x128 tiles, 128x128 blocks, FP32 or
-// power-of-two scales (docs/SOURCES.md §3.3, §3.4, §4.1), against a second implementation
+// power-of-two scales (docs/reference/sources.md §3.3, §3.4, §4.1), against a second implementation
 // written here from those rules with cuda_fp8.h's host conversions doing the rounding; and
 // Transformer Engine's delayed scaling (§3.2).
 #include <cuda_fp16.h>

@@ -1,4 +1,4 @@
-// GradScaler semantics (docs/SOURCES.md §4.3) on scripted inf/finite sequences, values by hand.
+// GradScaler semantics (docs/reference/sources.md §4.3) on scripted inf/finite sequences, values by hand.
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -1,5 +1,5 @@
 // NVFP4 (E2M1 elements, E4M3 scale per 16 elements, FP32 tensor scale) against a second
-// implementation written from the NVFP4 paper's Appendix B procedure (docs/SOURCES.md §1.7)
+// implementation written from the NVFP4 paper's Appendix B procedure (docs/reference/sources.md §1.7)
 // with the CUDA headers' host conversions (cuda_fp8.h, cuda_fp4.h) doing every rounding.
 #include <cuda_fp16.h>
 #include <cuda_fp4.h>
@@ -231,7 +231,7 @@ TEST(Nvfp4, FourOverSixWorkedBlocksAndTies) {
 }
 
 
-// The block error Four Over Six saves (README: 16% of the MSE on N(0,1), 9% on Student-t with 3
+// The block error Four Over Six saves (docs/recipes.md: 16% of the MSE on N(0,1), 9% on Student-t with 3
 // degrees of freedom, 2^20 values; measured here on 2^16: 16.4% and 8.4%, bounds 11% and 6%).
 TEST(Nvfp4, FourOverSixLowersTheErrorOnGaussianAndHeavyTailedData) {
   const size_t n = size_t{1} << 16;

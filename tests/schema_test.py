@@ -2,7 +2,7 @@
 """Validates the output of every precsim command against reports/schema (JSON Schema draft
 2020-12, with Debian's python3-jsonschema); checks that the schema rejects broken reports of
 every kind (a missing key, a wrong type, an unknown metric), and that every name the schema
-allows in `results` is defined in reports/METRICS.md.
+allows in `results` is defined in docs/reference/metrics.md.
 
 usage: schema_test.py PRECSIM SCHEMA_JSON [GPU_FAKE_LIBRARY]
 """
@@ -48,7 +48,7 @@ def invalid(doc, what):
     expect(not validator.is_valid(doc), f"{what} should be rejected by the schema")
 
 
-# Every name the schema allows under a kind's results is defined in METRICS.md (as a metric or as
+# Every name the schema allows under a kind's results is defined in docs/reference/metrics.md (as a metric or as
 # a field): walk the kind's results schema through its $refs.
 def results_names(node, seen):
     names = set()
@@ -69,7 +69,7 @@ def results_names(node, seen):
     return names
 
 
-with open(os.path.join(os.path.dirname(schema_path), "..", "METRICS.md")) as f:
+with open(os.path.join(os.path.dirname(schema_path), "..", "..", "docs", "reference", "metrics.md")) as f:
     defined = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", f.read()))
 for kind in KINDS:
     d = schema["$defs"][kind.replace("-", "_") + "_report"]
@@ -77,7 +77,7 @@ for kind in KINDS:
     # quantize's results depend on its mode (if/then/else at the kind's level)
     names |= results_names({k: d[k] for k in ("then", "else") if k in d}, set()) - {"config", "results"}
     missing = sorted(names - defined)
-    expect(names and not missing, f"{kind}: names in the schema's results not defined in METRICS.md: {missing}")
+    expect(names and not missing, f"{kind}: names in the schema's results not defined in docs/reference/metrics.md: {missing}")
 
 
 def safetensors(path, tensors):

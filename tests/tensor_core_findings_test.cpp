@@ -1,4 +1,4 @@
-// Published Tensor Core findings reproduced with the presets (docs/SOURCES.md, TC 1.1 to 1.7
+// Published Tensor Core findings reproduced with the presets (docs/reference/sources.md, TC 1.1 to 1.7
 // and 2). Each probe is the published vector:
 // one row of A, one column of B and c, as in the CUDA probes of Fasi et al. and Khattak & Mikaitis.
 #include <gtest/gtest.h>
@@ -171,7 +171,7 @@ TEST(TensorCoreFindings, Fp8FastAccumulationVersusPromotionAtK4096) {
     std::printf("K=4096 e4m3 %s: normwise error h100-fp8-fast %.3e, h100-fp8-promote %.3e, b200-fp8 %.3e\n",
                 positive ? "uniform[0,1)" : "normal(0,1)", fast, promoted, b200);
     EXPECT_GT(promoted, b200);  // Blackwell's 25-bit accumulator is better still
-    // Measured: uniform 6.59e-2 fast vs 5.00e-4 promoted (132x, the README's "~130x"); normal
+    // Measured: uniform 6.59e-2 fast vs 5.00e-4 promoted (132x, docs/accumulation.md's "~130x"); normal
     // 8.1e-4 vs 1.34e-4 (6.0x). Bounds within 1.5x of those.
     if (positive) {
       EXPECT_GT(fast, 0.044);  // percent level, as DeepSeek measured

@@ -52,7 +52,7 @@ TEST(TrainFindings, Fp16WithoutScalingLosesHeldOutLossThatDynamicScalingRecovers
     std::printf("seed %s: held-out loss / reference: fp16-amp %.5f, fp32 %.7f, fp16-noscale %.3f\n", run["seed"].dump().c_str(),
                 num(amp, "heldout_loss") / num(ref, "heldout_loss"), num(fp32, "heldout_loss") / num(ref, "heldout_loss"),
                 num(noscale, "heldout_loss") / num(ref, "heldout_loss"));
-    EXPECT_NEAR(num(amp, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 0.01);  // the README's "within 1%"
+    EXPECT_NEAR(num(amp, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 0.01);  // docs/training.md's "within 1%"
     EXPECT_NEAR(num(fp32, "heldout_loss") / num(ref, "heldout_loss"), 1.0, 1e-4);
     // Why: measured 66-74% of non-zero gradient values flushed at the FP16 rounding points, and
     // 81-89% of the reference's non-zero weight gradients zero in the shadow step; with the loss

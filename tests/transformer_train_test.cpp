@@ -125,7 +125,7 @@ TEST(TransformerTrain, Bf16AmpTracksTheReference) {
   const EvalResult er = run.ref.evaluate(run.ref_state, run.data), eb = run.trainers[0]->evaluate(run.states[0], run.data);
   std::printf("bf16: ref %.4f bf16 %.4f gap %.5f grad err %.4g heldout %.6f vs %.6f\n", ref_loss.back(), bf_loss.back(),
               gap, err, er.loss, eb.loss);
-  // Measured: gap -0.00064 (the README's "within 0.003"), held-out 0.00534, gradient error 0.0145
+  // Measured: gap -0.00064 (docs/transformer.md's "within 0.003"), held-out 0.00534, gradient error 0.0145
   // (with the optimizer rounding as torch.optim does; before, one rounding more: 0.00243, 0.00297).
   EXPECT_LT(std::fabs(gap), 0.003);
   EXPECT_LT(std::fabs(eb.loss - er.loss), 0.008);
@@ -159,7 +159,7 @@ TEST(TransformerTrain, Fp16ScoresOverflowWhereFp32ScoresDoNot) {
   EXPECT_TRUE(s16.skipped);
   EXPECT_EQ(l32.score_overflow, 0u);
   EXPECT_TRUE(std::isfinite(s32.loss));
-  EXPECT_NEAR(s32.loss, rs.loss, 2.4e-5);  // measured 1.6e-5 (the README's "to 2e-5")
+  EXPECT_NEAR(s32.loss, rs.loss, 2.4e-5);  // measured 1.6e-5 (docs/transformer.md's "to 2e-5")
 }
 
 // Per-tensor delayed scaling sets one scale by the injected outlier (position 0 of the MLP input,

@@ -1,6 +1,6 @@
 // GEMMs through cuBLASLt with the algorithm pinned: no split-K, reduction scheme none, and the
 // algorithm's id, tile and stages reported so a run can be repeated and compared bit for bit
-// (docs/SOURCES.md, TC 2.4 and TC 3.1).
+// (docs/reference/sources.md, TC 2.4 and TC 3.1).
 #include <cuda_fp16.h>
 
 #include <memory>

@@ -1,6 +1,6 @@
 // Probe kernels: one warp evaluates d = c + sum_i a_i*b_i for one vector with a Tensor Core
 // instruction chained over k, so that the host can apply the probing methodology of Khattak and
-// Mikaitis (docs/SOURCES.md, TC 1.5) one block at a time. The vector
+// Mikaitis (docs/reference/sources.md, TC 1.5) one block at a time. The vector
 // sits in row 0 of A and column 0 of B, every other element is zero, and d is element (0, 0).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

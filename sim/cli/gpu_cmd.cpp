@@ -234,7 +234,7 @@ void run_probe(ProbeCli& c) {
   nlohmann::json names = nlohmann::json::array();
   for (const auto& i : instrs) names.push_back(i.name);
   r.config() = {{"device", device_json(dev)}, {"instructions", names}, {"gemms", c.gemms}, {"gemm_k", c.gemm_k},
-                {"method", "Khattak & Mikaitis probe vectors (docs/SOURCES.md, TC 1.5), one "
+                {"method", "Khattak & Mikaitis probe vectors (docs/reference/sources.md, TC 1.5), one "
                            "block at a time; see sim/include/precsim/sim/hw/gpu_probe.h"}};
   r.results()["system"] = system_json(sys);
   nlohmann::json targets = nlohmann::json::array();

@@ -99,7 +99,7 @@ def test_results_do_not_depend_on_the_thread_count():
         precsim.set_num_threads(0)
 
 
-# Inputs on which ml_dtypes and precsim agree by design (README: NaN into FP6/FP4 and E8M0 below
+# Inputs on which ml_dtypes and precsim agree by design (docs/formats.md: NaN into FP6/FP4 and E8M0 below
 # 2^-126, at 0 and for negative values differ deliberately, each tested in C++; the integer formats
 # round and saturate where a cast truncates and wraps, so they share the integers of their range).
 def _shared_inputs(name):

@@ -1,7 +1,7 @@
 """The training metrics of `precsim train` recomputed by hand, outside the trainer, on a tiny MLP:
 an FP64 reference and a chaos control stepped in torch float64, the bf16-amp variant stepped by the
 torch twin (precsim.torch.emulate + torch.optim.SGD, which equals the trainer bit for bit:
-test_torch.py), and every metric formula of reports/METRICS.md written out here in NumPy. A
+test_torch.py), and every metric formula of docs/reference/metrics.md written out here in NumPy. A
 factor of two, a wrong denominator or a metric taken at the wrong step fails."""
 import copy
 

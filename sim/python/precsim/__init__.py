@@ -4,7 +4,7 @@ accumulation and data-parallel all-reduce, over NumPy arrays (precsim.torch for 
 Every number comes from precsim's C++ libraries, the same code as the `precsim` command line;
 this package only moves arrays in and out. float32/float64 C-contiguous arrays pass without a
 copy; the GIL is released while the engine loops; results do not depend on set_num_threads.
-Recipe holds a precision recipe as the engine resolves it (docs/PYTHON_RECIPE.md)."""
+Recipe holds a precision recipe as the engine resolves it (docs/python.md, "precsim.Recipe")."""
 from . import report
 from ._allreduce import allreduce
 from ._arrays import decode, encode, ml_dtype, pack_fp4, quantize, unpack_fp4

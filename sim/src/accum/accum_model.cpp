@@ -22,8 +22,8 @@ const Format& fp64() { return detail::fp64_format(); }
 constexpr const char* kSrcFasi = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021)";
 constexpr const char* kSrcKm = "Khattak & Mikaitis, arXiv:2512.07004 (KM26 models)";
 constexpr const char* kSrcMma = "Xie et al., MMA-Sim, arXiv:2511.10909";
-// The block-FMA model and where each preset's parameters were measured: docs/SOURCES.md.
-constexpr const char* kRef = "docs/SOURCES.md, block-FMA model";
+// The block-FMA model and where each preset's parameters were measured: docs/reference/sources.md.
+constexpr const char* kRef = "docs/reference/sources.md, block-FMA model";
 
 AccumModel simple(std::string name, AccumKind kind, bool fma, std::string desc) {
   AccumModel m;
@@ -49,7 +49,7 @@ AccumModel block(std::string name, int n, int frac, int floor, int split, std::s
   return m;
 }
 
-// Blackwell's block-scaled tcgen05.mma (MMA-Sim's ST-FDPA and GST-FDPA, docs/SOURCES.md): the
+// Blackwell's block-scaled tcgen05.mma (MMA-Sim's ST-FDPA and GST-FDPA, docs/reference/sources.md): the
 // scale factors enter the fused sum, so a scale change moves the alignment of its products.
 void add_block_scaled_presets(std::vector<AccumModel>& p) {
   const std::string src = std::string(kSrcMma) + " (tcgen05.mma block_scale); PTX ISA 8.7 tcgen05.mma";

@@ -1,5 +1,5 @@
 // Blackwell's block-scaled MMA (tcgen05.mma kind::mxf8f6f4 and kind::mxf4nvf4) as the block-FMA
-// model with the scales inside the fused sum (MMA-Sim's ST-FDPA and GST-FDPA, docs/SOURCES.md):
+// model with the scales inside the fused sum (MMA-Sim's ST-FDPA and GST-FDPA, docs/reference/sources.md):
 // - group = 0 (mxf8f6f4): each product a*b*sa*sb is exact, its exponent e_a + e_b + e_sa + e_sb;
 // - group = G (mxf4nvf4): G products summed exactly, the group sum times sa*sb carries the
 //   exponent of the scales only, so a cancelling group still sets the alignment and an

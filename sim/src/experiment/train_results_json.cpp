@@ -64,7 +64,7 @@ json series_json(const S& s) {
   return series_json(columns(s));
 }
 
-// Keys l<block>_<statistic>, as reports/METRICS.md lists them.
+// Keys l<block>_<statistic>, as docs/reference/metrics.md lists them.
 json layers_json(const LayerSeries& s) {
   static const char* const kInputs[] = {"qkv", "proj", "fc", "fcproj"};
   json j = json::object();
@@ -88,7 +88,7 @@ json layers_json(const LayerSeries& s) {
 
 json step_or_null(const std::optional<int64_t>& s) { return s ? json(*s) : json(nullptr); }
 
-// Per role with any rounding: counts, flush and subnormal fractions (reports/METRICS.md).
+// Per role with any rounding: counts, flush and subnormal fractions (docs/reference/metrics.md).
 json roles_json(const RoleStats& r, const std::array<uint64_t, kRoles>& nz) {
   json j = json::object();
   for (size_t i = 0; i < kRoles; ++i) {

@@ -37,7 +37,7 @@ struct TransformerProblem
     return t.evaluate(s, data);
   }
   // Logged steps: per block, the attention-logit amax and overflow fraction and, for the inputs of
-  // the four linear products, max / RMS and the FP8 delayed-scaling scale (reports/METRICS.md).
+  // the four linear products, max / RMS and the FP8 delayed-scaling scale (docs/reference/metrics.md).
   void observe(const Var& t, LayerSeries& layers, int64_t step, bool log) const {
     if (!log) return;
     layers.step.push_back(step);

@@ -63,7 +63,7 @@ Recipe pure_bf16(UpdateRounding u) {
 }
 
 // Block-scaled GEMMs on top of BF16 autocast: only the linear layers' operands change
-// (docs/SOURCES.md §3.7: everything else stays in high precision).
+// (docs/reference/sources.md §3.7: everything else stays in high precision).
 Recipe scaled(const std::string& fwd, const std::string& bwd, Scaling s, int block,
               Rounding grad_rounding = Rounding::kNearestEven) {
   Recipe r = amp("bf16");
@@ -106,7 +106,7 @@ Recipe nvfp4(bool published) {
   return r;
 }
 
-// BF16 autocast, 8 workers summing BF16 buckets as NCCL does (docs/SOURCES.md TC 4.1).
+// BF16 autocast, 8 workers summing BF16 buckets as NCCL does (docs/reference/sources.md TC 4.1).
 Recipe ddp8_bf16(AllReduceAlgorithm a) {
   Recipe r = amp("bf16");
   r.parallel.workers = 8;

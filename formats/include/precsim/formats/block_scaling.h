@@ -10,7 +10,7 @@
 // block_along = 0 or block_across = 0 means "the whole extent" (per-row: along = 0, across = 1;
 // per-tensor: both 0). Edge blocks are partial: they hold what is left.
 //
-// The specifications behind every rule below are listed in docs/SOURCES.md ("Block scaling";
+// The specifications behind every rule below are listed in docs/reference/sources.md ("Block scaling";
 // section numbers noted as §x.y are those of the OCP MX v1.0 specification and the FP8 recipe
 // papers listed there); the choices the specifications leave open are documented where they are
 // made, in block_scaling.cpp.

@@ -1,4 +1,4 @@
-// The random Hadamard transform (RHT) of NVIDIA's NVFP4 recipe (docs/SOURCES.md, "NVFP4 recipe"):
+// The random Hadamard transform (RHT) of NVIDIA's NVFP4 recipe (docs/reference/sources.md, "NVFP4 recipe"):
 // every run of n consecutive elements along an axis, taken as a row vector x, becomes
 // x' = x H with H = (1/sqrt(n)) S H_n, S = diag(signs) a fixed random +-1 vector and H_n the
 // (Sylvester) Walsh-Hadamard matrix. H is orthogonal, so transforming both operands of a product

@@ -1,6 +1,6 @@
 // How a dot product is summed: the order, the format of the running sum, the rounding of each step,
 // and the Tensor Core block-FMA model with its per-GPU parameters
-// (docs/SOURCES.md, TC 2 and 3).
+// (docs/reference/sources.md, TC 2 and 3).
 //
 // Spec grammar (accepted wherever a model is named, e.g. `precsim dot --model`):
 //   PRESET                               a name from accum_presets() ("a100", "h100-fp8-fast", ...)

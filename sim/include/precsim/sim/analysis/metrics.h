@@ -1,4 +1,4 @@
-// The numbers the runner reports (formulas and denominators in reports/METRICS.md). Every sum runs
+// The numbers the runner reports (formulas and denominators in docs/reference/metrics.md). Every sum runs
 // sequentially in double in index order, so a metric never depends on the thread count.
 #pragma once
 

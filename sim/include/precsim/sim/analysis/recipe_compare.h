@@ -2,7 +2,7 @@
 // the same data, initial weights and batches of each seed, so the per-seed difference cancels
 // what the seed alone moves; what is left is judged against the spread of those differences
 // (seed noise) and against the chaos floor, the change a one-ulp perturbation of the initial
-// weights makes to the same metric (reports/METRICS.md, "Comparing two recipes").
+// weights makes to the same metric (docs/reference/metrics.md, "Comparing two recipes").
 #pragma once
 
 #include <string>

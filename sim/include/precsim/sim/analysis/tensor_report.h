@@ -1,6 +1,6 @@
 // What `precsim analyze` writes for a tensor, as JSON: the one assembly the CLI's report and
 // Python's precsim.analyze share, so that both give the same statistics in the same shape
-// (reports/METRICS.md names each field).
+// (docs/reference/metrics.md names each field).
 #pragma once
 
 #include <cstdint>

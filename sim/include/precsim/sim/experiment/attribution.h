@@ -2,7 +2,7 @@
 // recipe H (R with every role group in FP32, its split kept), all in one lockstep run with the FP64
 // reference (same weights, batches and stochastic-rounding keys). Per unit u: leave-one-out (R with
 // u taken from H: how much of the gap u causes) and leave-one-in (H with only u from R: what u
-// alone costs). Definitions in reports/METRICS.md ("attribute").
+// alone costs). Definitions in docs/reference/metrics.md ("attribute").
 #pragma once
 
 #include <array>

@@ -1,7 +1,7 @@
 // precsim search: per-layer format assignments of the weights and activations (the forward and
 // weight-gradient products' weight and activation operands, and the stored tensors of those roles)
 // under a cost model in bits, searched greedily from the all-highest assignment down, each round's
-// candidates run in one lockstep run with the FP64 reference. Definitions in reports/METRICS.md
+// candidates run in one lockstep run with the FP64 reference. Definitions in docs/reference/metrics.md
 // ("search").
 #pragma once
 

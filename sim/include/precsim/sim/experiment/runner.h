@@ -55,7 +55,7 @@ struct TrainConfig {
 // preset names or objects {"name", "preset", overrides...}. Throws std::invalid_argument.
 TrainConfig train_config_from_json(const nlohmann::json& j);
 nlohmann::json train_config_to_json(const TrainConfig& c);
-// Reference text of every key (README configuration reference).
+// Reference text of every key (docs/reference/config.md).
 std::string train_config_doc();
 
 // Called after each step: (seed index, step, total steps).
@@ -74,7 +74,7 @@ struct RunHooks {
   // When set (`precsim train --backend cuda`), every variant of an MLP also runs as a twin whose
   // matrix products go to the backend made here for its recipe, from the same initial weights on
   // the same batches; each run's variant then reports the twin's per-step differences from the
-  // emulated variant under "backend" (METRICS.md). `executor_name` names it there.
+  // emulated variant under "backend" (docs/reference/metrics.md). `executor_name` names it there.
   std::function<std::shared_ptr<GemmExecutor>(const Recipe&)> gemm_executor;
   std::string executor_name;
 };

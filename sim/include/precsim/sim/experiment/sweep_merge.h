@@ -1,6 +1,6 @@
 // The merge of a sweep: D/sweep.json's results, read from the unit reports in D/units/ and laid
 // out in plan order, so the document is byte-identical whatever the number of workers or ranks and
-// whatever order the units finished in (metric definitions: reports/METRICS.md, "sweep").
+// whatever order the units finished in (metric definitions: docs/reference/metrics.md, "sweep").
 #pragma once
 
 #include <filesystem>

@@ -68,7 +68,7 @@ struct Fp8DelayedScale {
   double scale = 0, last_amax = 0;
 };
 
-// The summary of one variant in one seed (reports/METRICS.md).
+// The summary of one variant in one seed (docs/reference/metrics.md).
 struct VariantSummary {
   double final_loss = 0, heldout_loss = 0, heldout_accuracy = 0;
   double loss_gap = 0, heldout_loss_gap = 0, heldout_accuracy_gap = 0;
@@ -150,7 +150,7 @@ struct TrainResults {
   std::vector<SeedResults> runs;
 };
 
-// The JSON edge: the results object of a train report (reports/METRICS.md), and its parts.
+// The JSON edge: the results object of a train report (docs/reference/metrics.md), and its parts.
 nlohmann::json train_results_json(const TrainResults& r);
 nlohmann::json variant_summary_json(const VariantSummary& s);
 // The --jsonl record of a variant's last logged step: {"seed", "step", "variant", series values}.

@@ -1,4 +1,4 @@
-// Probing a matrix unit: test vectors in the manner of Khattak and Mikaitis (HPEC 2025; docs/SOURCES.md,
+// Probing a matrix unit: test vectors in the manner of Khattak and Mikaitis (HPEC 2025; docs/reference/sources.md,
 // TC 1.5) that reveal, one block at a time, the parameters of
 // the block-FMA model (section 2.1), and the inference of those parameters from the results. The
 // vectors are evaluated by a ProbeRunner: a Tensor Core instruction or a cuBLASLt GEMM on a device,

@@ -79,7 +79,7 @@ void tf_gemm(Numerics<T>& nx, TfSite site, GemmPass pass, int layer, T* c, const
 // attention output, MLP hidden before and after GELU, logits), norm_bytes for LayerNorm outputs,
 // score_bytes for attention scores and probabilities (B NH T T each), FP32 for what opmath keeps
 // unrounded (LayerNorm mean and rstd, the softmax of the logits, per-token losses). The formula is
-// in reports/METRICS.md.
+// in docs/reference/metrics.md.
 double transformer_activation_bytes(const TransformerLayout& l, int rows, double act_bytes, double norm_bytes,
                                     double score_bytes);
 

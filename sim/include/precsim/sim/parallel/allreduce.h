@@ -1,6 +1,6 @@
 // Simulated data-parallel all-reduce: W workers' gradients summed (and averaged) the way NCCL,
 // PyTorch DDP, FSDP and Horovod do it, with every hop rounded to the buffer format
-// (docs/SOURCES.md, TC 4).
+// (docs/reference/sources.md, TC 4).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // How a variant splits one global batch: W data-parallel workers, each running N micro-batches
 // whose gradients are summed in an accumulation buffer, then an all-reduce across the workers
-// (docs/SOURCES.md, TC 4 and 5). Part of a Recipe, so one
+// (docs/reference/sources.md, TC 4 and 5). Part of a Recipe, so one
 // report can hold a 1 x 1 variant beside an 8 x 4 one; the FP64 reference is always 1 x 1.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Loss scaling with PyTorch GradScaler's semantics (docs/SOURCES.md §4.3): the scale is an FP32
+// Loss scaling with PyTorch GradScaler's semantics (docs/reference/sources.md §4.3): the scale is an FP32
 // number; unscaling multiplies by the FP32 reciprocal computed in double; any inf/NaN gradient skips
 // the step and multiplies the scale by the backoff factor; growth_interval clean steps in a row
 // multiply it by the growth factor, accepted only if the result is finite.

@@ -47,7 +47,7 @@ struct TensorFormat {
   Format format = format_by_name("fp32");  // resolved from name
 };
 
-// How one GEMM operand is brought into its format (docs/SOURCES.md §1, §3).
+// How one GEMM operand is brought into its format (docs/reference/sources.md §1, §3).
 enum class Scaling : uint8_t {
   kNone,           // plain cast into the format
   kTensorCurrent,  // one FP32 scale fmt_max / amax of the tensor (TE Float8CurrentScaling)

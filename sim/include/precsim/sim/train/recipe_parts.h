@@ -14,7 +14,7 @@
 namespace precsim {
 
 // Groups of recipe keys, each what one tensor role or GEMM pass of a step is computed with
-// (reports/METRICS.md "attribute" lists the keys of each group).
+// (docs/reference/metrics.md "attribute" lists the keys of each group).
 enum PartBits : uint32_t {
   kPartWeights = 1u << 0,          // weights; gemm.forward.b, gemm.dgrad.b
   kPartActivations = 1u << 1,      // activations, autocast, attention; gemm.forward.a, gemm.wgrad.b, gemm.forward.accum
