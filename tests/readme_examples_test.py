@@ -50,6 +50,17 @@ def sessions(page):
             block.append(line)
 
 
+def read_output(lines, i, prompt):
+    """The output lines from i up to the next prompt, trailing blank lines dropped, and that index."""
+    out = []
+    while i < len(lines) and not lines[i].startswith(prompt):
+        out.append(lines[i])
+        i += 1
+    while out and not out[-1].strip():
+        out.pop()
+    return out, i
+
+
 def parse_block(lines):
     steps, i = [], 0
     while i < len(lines):
@@ -63,12 +74,7 @@ def parse_block(lines):
             text = text.rstrip()[:-1] + " " + lines[i].strip()
         text = re.sub(r"\s+#.*$", "", text).strip()
         i += 1
-        out = []
-        while i < len(lines) and not lines[i].startswith("$ "):
-            out.append(lines[i])
-            i += 1
-        while out and not out[-1].strip():
-            out.pop()
+        out, i = read_output(lines, i, "$ ")
         steps.append((text, out))
     return steps
 
@@ -85,12 +91,7 @@ def parse_python(lines):
         while i < len(lines) and (lines[i].startswith("... ") or lines[i] == "..."):
             source.append(lines[i][4:])
             i += 1
-        out = []
-        while i < len(lines) and not lines[i].startswith(">>> "):
-            out.append(lines[i])
-            i += 1
-        while out and not out[-1].strip():
-            out.pop()
+        out, i = read_output(lines, i, ">>> ")
         steps.append(("\n".join(source) + "\n", out))
     return steps
 
