@@ -4,12 +4,14 @@
 // with the valid ones listed.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <functional>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
 #include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/train/part_keys.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "precsim/sim/train/recipe_json.h"
@@ -238,20 +240,27 @@ TEST(RecipeParts, TypedMixEqualsTheJsonMergePatch) {
   EXPECT_GT(refused, 0);
 }
 
-TEST(RecipeParts, TypedPartPatchEqualsTheJsonMergePatch) {
-  const std::vector<json> patches = {
+// The per-layer patches the tests read as typed parts.
+std::vector<json> part_patches() {
+  return {
       {{"preset", "bf16-amp"}},
       {{"preset", "fp32"}, {"weights", {{"format", "fp16"}}}},
       {{"gemm", {{"forward", {{"a", {{"format", "e5m2"}}}, {"accum", "h100"}}}}}},
       {{"preset", "mxfp8"}, {"weights_2d", true}},
       {{"activations", {{"format", "fp16"}}}, {"attention", {{"opmath", "low"}}}},
       {{"gemm", {{"dgrad", {{"a", {{"rounding", "nearest-even"}}}}}}}},
+      {{"attention", {{"scores", {{"format", "bf16"}, {"rounding", "stochastic"}}}, {"products", "recipe"}}}},
+      {{"weight_grads", {{"format", "e5m2"}, {"rounding", "stochastic"}}}, {"gemm", {{"wgrad", {{"b", {{"block", 16}, {"scaling", "rowwise"}, {"format", "e4m3"}}}}}}}},
   };
+}
+
+TEST(RecipeParts, TypedPartPatchEqualsTheJsonMergePatch) {
+  const std::vector<json> patches = part_patches();
   int compared = 0;
   for (const auto& bn : recipe_preset_names())
     for (const json& patch : patches) {
       const Recipe base = recipe_preset(bn);
-      const std::string typed = mixed_text([&] { return apply_part_patch(base, patch, "layers.0"); });
+      const std::string typed = mixed_text([&] { return apply_part(base, part_from_json("0", patch, base)); });
       const std::string by_json = mixed_text([&] {
         try {
           json j = recipe_keys_json(base), keys = patch;
@@ -271,7 +280,59 @@ TEST(RecipeParts, TypedPartPatchEqualsTheJsonMergePatch) {
       EXPECT_EQ(typed, by_json) << bn << " with " << patch.dump();
       ++compared;
     }
-  EXPECT_EQ(compared, 26 * 6);
+  EXPECT_EQ(compared, 26 * 8);
+}
+
+TEST(RecipeParts, TypedPartWritesBackExactlyTheKeysItWasGiven) {
+  // The leaf table and the JSON edge agree: every leaf of every patch is found, nothing is added.
+  EXPECT_EQ(part_key_table().size(), 45u);  // 4 x 2 tensor formats, 3 x (2 x 4 + 1) GEMM, 4 attention, 6 switches
+  for (const json& patch : part_patches()) {
+    const RecipePart p = part_from_json("0", patch, recipe_preset("fp32"));
+    EXPECT_EQ(part_to_json(p), patch);
+    EXPECT_EQ(p, part_from_json("0", part_to_json(p), recipe_preset("nvfp4")));
+  }
+  EXPECT_EQ(std::popcount(part_keys_at({"gemm.forward.a"})), 4);
+  EXPECT_EQ(std::popcount(part_keys_at({"gemm.forward"})), 9);
+  EXPECT_THROW(part_keys_at({"gemm.forward.c"}), std::invalid_argument);
+  EXPECT_THROW(part_keys_at({"master_weights"}), std::invalid_argument);
+}
+
+TEST(RecipeParts, TypedPartReadOnOneRecipeAppliesToAnyOther) {
+  // A part's values are the keys it was given, whatever recipe it was read against.
+  int compared = 0;
+  for (const json& patch : part_patches())
+    for (const auto& bn : recipe_preset_names()) {
+      const Recipe base = recipe_preset(bn);
+      const RecipePart on_fp32 = part_from_json("0", patch, recipe_preset("fp32"));
+      const RecipePart on_base = part_from_json("0", patch, base);
+      EXPECT_EQ(mixed_text([&] { return apply_part(base, on_fp32); }),
+                mixed_text([&] { return apply_part(base, on_base); }))
+          << bn << " with " << patch.dump();
+      ++compared;
+    }
+  EXPECT_EQ(compared, 8 * 26);
+}
+
+TEST(RecipeParts, PartFromRolesEqualsTheRolePatch) {
+  std::vector<uint32_t> masks = {kLayerParts, kPartForward | kPartWgrad, kPartWeights | kPartWeightGrads};
+  for (int b = 0; b < 4; ++b) masks.push_back(1u << b);
+  for (int b = 8; b < 11; ++b) masks.push_back(1u << b);
+  int compared = 0;
+  for (const auto& dn : recipe_preset_names())
+    for (uint32_t bits : masks) {
+      const Recipe donor = recipe_preset(dn);
+      const RecipePart typed = part_from_roles("0", donor, bits);
+      const json patch = role_patch(donor, bits, true);
+      ASSERT_EQ(part_to_json(typed), patch) << dn << " bits " << bits;
+      for (const char* bn : {"fp32", "bf16-amp", "nvfp4", "mxfp8"}) {
+        const Recipe base = recipe_preset(bn);
+        EXPECT_EQ(mixed_text([&] { return apply_part(base, typed); }),
+                  mixed_text([&] { return apply_part(base, part_from_json("0", patch, base)); }))
+            << bn << " <- " << dn << " bits " << bits;
+      }
+      ++compared;
+    }
+  EXPECT_EQ(compared, 26 * 10);
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ Recipe high_recipe(const Recipe& r) {
 Recipe with_unit(const Recipe& base, const Recipe& donor, const AttributionUnit& u) {
   if (u.part.empty()) return mix_recipe(base, donor, u.bits);
   Recipe r = base;
-  r.parts.push_back({u.part, role_patch(donor, u.bits, true).dump()});
+  r.parts.push_back(part_from_roles(u.part, donor, u.bits));
   return r;
 }
 

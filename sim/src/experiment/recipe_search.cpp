@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/attribution.h"
 #include "precsim/sim/experiment/problem_shape.h"
+#include "precsim/sim/train/part_keys.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "precsim/sim/train/recipe_json.h"
 
@@ -24,10 +26,6 @@ using nlohmann::json;
 // Formats of at most 8 bits take OCP MX block scaling (32 elements, an E8M0 scale each).
 constexpr int kMxBlock = 32;
 bool block_scaled(const Format& f) { return f.bits() <= 8; }
-
-json operand(const std::string& name, bool mx) {
-  return {{"format", name}, {"rounding", "nearest-even"}, {"scaling", mx ? "mx" : "none"}, {"block", mx ? kMxBlock : 0}};
-}
 
 using Assignment = std::vector<int>;  // per part, an index into the formats
 
@@ -74,10 +72,15 @@ std::vector<std::pair<std::string, double>> search_parts(const TrainConfig& c) {
 Recipe with_layer_format(const Recipe& base, const std::string& part, const SearchFormat& f) {
   std::string err;
   const bool mx = block_scaled(*parse_format(f.name, &err));  // search_formats checked the name
-  const json op = operand(f.name, mx);
-  const json patch = {{"gemm", {{"forward", {{"a", op}, {"b", op}}}, {"dgrad", {{"b", op}}}, {"wgrad", {{"b", op}}}}}};
+  const OperandSpec op{TensorFormat{f.name, Rounding::kNearestEven, *parse_format(f.name, &err)},
+                       mx ? Scaling::kMx : Scaling::kNone, mx ? kMxBlock : 0};
+  auto values = std::make_shared<Recipe>(base);
+  values->parts.clear();
+  values->forward.a = values->forward.b = values->dgrad.b = values->wgrad.b = op;
   Recipe r = base;
-  r.parts.push_back({part, patch.dump()});
+  r.parts.push_back({part, std::nullopt,
+                     part_keys_at({"gemm.forward.a", "gemm.forward.b", "gemm.dgrad.b", "gemm.wgrad.b"}),
+                     std::move(values)});
   return r;
 }
 

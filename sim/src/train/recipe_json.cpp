@@ -4,6 +4,7 @@
 #include "precsim/sim/train/recipe_json.h"
 
 #include "precsim/sim/core/strict_json.h"
+#include "precsim/sim/train/part_keys.h"
 #include "precsim/sim/train/recipe_gemm.h"
 #include "precsim/sim/train/recipe_parts.h"
 #include "precsim/sim/parallel/split_json.h"
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
@@ -187,7 +189,7 @@ nlohmann::json recipe_to_json(const Recipe& r) {
   json j = recipe_keys_json(r);
   if (!r.parts.empty()) {
     json parts = json::object();
-    for (const RecipePart& p : r.parts) parts[p.name] = json::parse(p.patch);
+    for (const RecipePart& p : r.parts) parts[p.name] = part_to_json(p);
     j["layers"] = parts;
   }
   if (r.keep_bf16.fraction > 0) j["keep_bf16_layers"] = r.keep_bf16.fraction;
@@ -210,8 +212,9 @@ void parts_from_json(Recipe& r, const json& j, const Recipe& base) {
       const std::string where = "layers." + name;
       if (!patch.is_object()) throw std::invalid_argument(where + ": expected an object of recipe keys");
       check_part_keys(patch, where);
-      apply_part_patch(base, patch, where);
-      r.parts.push_back({name, patch.dump()});
+      RecipePart part = part_from_json(name, patch, base);
+      apply_part(base, part);  // refuses keys that contradict each other on this recipe
+      r.parts.push_back(std::move(part));
     }
   }
   if (j.contains("keep_bf16_layers")) {
@@ -349,28 +352,49 @@ void check_part_keys(const json& patch, const std::string& where) {
             where, key));
 }
 
-Recipe apply_part_patch(const Recipe& base, const json& patch, const std::string& where) {
+RecipePart part_from_json(const std::string& name, const json& patch, const Recipe& base) {
+  const std::string where = "layers." + name;
   try {
+    RecipePart part{name};
+    json keys = patch;
     Recipe start = base;
     start.parts.clear();
-    json keys = patch;
     if (keys.contains("preset")) {
       if (!keys["preset"].is_string()) throw std::invalid_argument("key 'preset': expected a string");
-      take_roles(start, recipe_preset(keys["preset"].get<std::string>()), kLayerParts, true);
+      part.preset = keys["preset"].get<std::string>();
+      recipe_preset(*part.preset);  // names the known presets when it is not one
       keys.erase("preset");
     }
     json j = recipe_keys_json(start);
     check_config_patch(j, keys, "", "recipe");
     j.merge_patch(keys);
-    // A part given other operands (keep_bf16_layers on nvfp4: bf16) keeps the NVFP4 switches only
-    // where its operands are still NVFP4 (MX). A part's keys never bring back its preset's kept
-    // layers (nvfp4's): keep_bf16 stays the base's.
-    Recipe r = recipe_fields_from_json(j, start);
-    resolve_mixed(r);
-    return r;
+    part.values = std::make_shared<const Recipe>(recipe_fields_from_json(j, start));
+    const auto table = part_key_table();
+    for (size_t i = 0; i < table.size(); ++i) {
+      std::string pointer;
+      for (const auto& k : table[i].path) pointer += "/" + k;
+      if (keys.contains(json::json_pointer(pointer))) part.keys |= uint64_t{1} << i;
+    }
+    return part;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
+}
+
+json part_to_json(const RecipePart& part) {
+  json p = json::object();
+  if (part.preset) p["preset"] = *part.preset;
+  if (!part.keys) return p;
+  const json d = recipe_keys_json(*part.values);
+  const auto table = part_key_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (!(part.keys >> i & 1)) continue;
+    const json* src = &d;
+    json* dst = &p;
+    for (const auto& k : table[i].path) src = &src->at(k), dst = &(*dst)[k];
+    *dst = *src;
+  }
+  return p;
 }
 
 std::string recipe_keys_doc() {

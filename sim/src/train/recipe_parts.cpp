@@ -5,19 +5,16 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
-#include <nlohmann/json.hpp>
 
-#include "precsim/sim/core/strict_json.h"
 #include "precsim/sim/model/transformer.h"
 #include "precsim/sim/train/recipe_gemm.h"
-#include "precsim/sim/train/recipe_json.h"
+#include "precsim/sim/train/part_keys.h"
 
 namespace precsim {
 namespace {
-
-using nlohmann::json;
 
 // Slot layout of the transformer: 0 embedding, 1 + 3i block i, 2 + 3i its attention, 3 + 3i its
 // MLP, 1 + 3L the head.
@@ -139,6 +136,28 @@ Recipe mix_recipe(const Recipe& base, const Recipe& donor, uint32_t bits) {
   return r;
 }
 
+RecipePart part_from_roles(std::string name, const Recipe& donor, uint32_t bits) {
+  auto values = std::make_shared<Recipe>(donor);
+  values->parts.clear();
+  return {std::move(name), std::nullopt, part_keys_of_roles(bits), std::move(values)};
+}
+
+Recipe apply_part(const Recipe& base, const RecipePart& part) {
+  try {
+    Recipe r = base;
+    r.parts.clear();
+    if (part.preset) take_roles(r, recipe_preset(*part.preset), kLayerParts, true);
+    if (part.keys) copy_part_keys(r, *part.values, part.keys);
+    // A part given other operands (keep_bf16_layers on nvfp4: bf16) keeps the NVFP4 switches only
+    // where its operands are still NVFP4 (MX). A part's keys never bring back its preset's kept
+    // layers (nvfp4's): keep_bf16 stays the base's.
+    resolve_mixed(r);
+    return r;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("layers." + part.name + ": " + e.what());
+  }
+}
+
 std::string valid_part_names(bool transformer, int layers) {
   if (!transformer) return fmt::format("layer indices 0..{} (or -{}..-1 from the end) and \"*\"", layers - 1, layers);
   return fmt::format(
@@ -166,36 +185,35 @@ std::vector<int> keep_bf16_selection(const KeepBf16Layers& k, int layers) {
 PartRecipes::PartRecipes(const Recipe& base, bool transformer, int layers) : transformer_(transformer), layers_(layers) {
   if (base.parts.empty() && !base.keep_bf16.any()) return;
   const int n = transformer ? 2 + 3 * layers : layers;
-  // Patches per slot and precedence (0 keep_bf16, 1 "*", 2 index, 3 blocks.*.piece, 4 blocks.I.piece).
-  std::vector<std::map<int, std::pair<std::string, json>>> patches(static_cast<size_t>(n));
-  auto add = [&](int slot, int level, const std::string& name, const json& patch) {
-    auto [it, fresh] = patches[size_t(slot)].emplace(level, std::pair{name, patch});
+  // Parts per slot and precedence (0 keep_bf16, 1 "*", 2 index, 3 blocks.*.piece, 4 blocks.I.piece).
+  std::vector<std::map<int, const RecipePart*>> patches(static_cast<size_t>(n));
+  auto add = [&](int slot, int level, const RecipePart& part) {
+    auto [it, fresh] = patches[size_t(slot)].emplace(level, &part);
     if (!fresh)
       throw std::invalid_argument(fmt::format("recipe '{}': layers '{}' and '{}' name the same part", base.name,
-                                              it->second.first, name));
+                                              it->second->name, part.name));
   };
-  const json bf16 = {{"preset", "bf16-amp"}};
+  const RecipePart bf16{"keep_bf16_layers", "bf16-amp", 0, nullptr};
   for (int l : keep_bf16_selection(base.keep_bf16, layers)) {
-    if (!transformer) add(l, 0, "keep_bf16_layers", bf16);
+    if (!transformer) add(l, 0, bf16);
     else
-      for (int piece = 0; piece < 3; ++piece) add(tf_block_slot(l) + piece, 0, "keep_bf16_layers", bf16);
+      for (int piece = 0; piece < 3; ++piece) add(tf_block_slot(l) + piece, 0, bf16);
   }
   for (const RecipePart& p : base.parts) {
     const auto name = parse_part(p.name, transformer, layers);
     if (!name)
       throw std::invalid_argument(fmt::format("recipe '{}': layers has no part '{}' in this model; valid: {}", base.name,
                                               p.name, valid_part_names(transformer, layers)));
-    const json patch = json::parse(p.patch);
-    if (name->kind == PartName::kEmbedding) add(0, 2, p.name, patch);
-    else if (name->kind == PartName::kHead) add(n - 1, 2, p.name, patch);
+    if (name->kind == PartName::kEmbedding) add(0, 2, p);
+    else if (name->kind == PartName::kHead) add(n - 1, 2, p);
     else
       for (int l = 0; l < layers; ++l) {
         if (name->layer >= 0 && name->layer != l) continue;
         const int level = name->piece == 0 ? (name->layer < 0 ? 1 : 2) : (name->layer < 0 ? 3 : 4);
-        if (!transformer) add(l, level, p.name, patch);
+        if (!transformer) add(l, level, p);
         else if (name->piece == 0)
-          for (int piece = 0; piece < 3; ++piece) add(tf_block_slot(l) + piece, level, p.name, patch);
-        else add(tf_block_slot(l) + name->piece, level, p.name, patch);
+          for (int piece = 0; piece < 3; ++piece) add(tf_block_slot(l) + piece, level, p);
+        else add(tf_block_slot(l) + name->piece, level, p);
       }
   }
   Recipe plain = base;
@@ -204,8 +222,7 @@ PartRecipes::PartRecipes(const Recipe& base, bool transformer, int layers) : tra
   recipes_.assign(size_t(n), plain);
   ranges.assign(size_t(n), {});
   for (int s = 0; s < n; ++s)
-    for (const auto& [level, named] : patches[size_t(s)])
-      recipes_[size_t(s)] = apply_part_patch(recipes_[size_t(s)], named.second, "layers." + named.first);
+    for (const auto& [level, part] : patches[size_t(s)]) recipes_[size_t(s)] = apply_part(recipes_[size_t(s)], *part);
 }
 
 std::string PartRecipes::slot_name(int slot) const {

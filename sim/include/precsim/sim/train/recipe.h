@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -133,13 +134,19 @@ struct AttentionPrecision {
   bool low_opmath = false;  // softmax and LayerNorm round every intermediate to the activations' format
 };
 
+struct Recipe;
 // A named part of the model with its own recipe keys (recipe_parts.h): the name as written ("0",
-// "-1", "*", "embedding", "blocks.*.mlp", ...) and its keys, a JSON object as text.
+// "-1", "*", "embedding", "blocks.*.mlp", ...), a preset whose per-layer keys it takes first, and
+// the keys it sets (bits of part_key_table(), part_keys.h) with their values: the fields of
+// `values` those bits name (its other fields are never read). Applied by apply_part.
 struct RecipePart {
   std::string name;
-  std::string patch;
-  friend bool operator==(const RecipePart&, const RecipePart&) = default;
+  std::optional<std::string> preset;
+  uint64_t keys = 0;
+  std::shared_ptr<const Recipe> values;
 };
+// Same name, preset and keys, and the same value of every key (part_keys.cpp).
+bool operator==(const RecipePart& a, const RecipePart& b);
 
 // Layers kept in BF16 whatever the recipe (NVIDIA's NVFP4 recipe keeps its last layers in BF16):
 // the last ceil(fraction x layers) layers, or the listed ones (negative: from the end).

@@ -30,9 +30,12 @@ nlohmann::json role_patch(const Recipe& donor, uint32_t bits, bool for_part = fa
 // Throws std::invalid_argument when a part's keys name a key that exists once per model (the
 // optimizer, loss scaling, split, ...), naming it, `where` and the keys a part may set.
 void check_part_keys(const nlohmann::json& patch, const std::string& where);
-// base (its own parts dropped) with a part's keys applied: "preset" first takes that preset's
-// per-layer keys, then the other keys override. Throws std::invalid_argument naming `where`.
-Recipe apply_part_patch(const Recipe& base, const nlohmann::json& patch, const std::string& where);
+// A part's recipe object ({preset?, per-layer keys}) read as a typed part, its keys checked
+// against base (names, types, formats; the keys' values do not depend on base). Throws
+// std::invalid_argument naming "layers.NAME" and the key. check_part_keys first.
+RecipePart part_from_json(const std::string& name, const nlohmann::json& patch, const Recipe& base);
+// The part's object as the config wrote it: its preset and exactly the keys it sets.
+nlohmann::json part_to_json(const RecipePart& part);
 
 // Documentation of every recipe key, for the docs and --config-help.
 std::string recipe_keys_doc();

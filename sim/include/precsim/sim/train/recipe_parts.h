@@ -42,6 +42,12 @@ void take_roles(Recipe& r, const Recipe& donor, uint32_t bits, bool for_part);
 // longer NVFP4 (MX), apply_block_recipe, every gradient operand's rounding counted as given, and
 // the block-scaled instruction checks. Throws std::invalid_argument naming what contradicts.
 void resolve_mixed(Recipe& r);
+// A part named `name` that sets the keys of the role groups in `bits` (as role_patch with for_part)
+// to donor's values.
+RecipePart part_from_roles(std::string name, const Recipe& donor, uint32_t bits);
+// base (its own parts dropped) with a part applied: its preset's per-layer keys first, then its
+// keys, then resolve_mixed. Throws std::invalid_argument naming "layers.NAME".
+Recipe apply_part(const Recipe& base, const RecipePart& part);
 
 
 // The parts of a model that can take their own recipe ("slots"): the MLP's linear layers 0..n-1;
