@@ -12,6 +12,7 @@
 #include "precsim/sim/experiment/recipe_search.h"
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/experiment/sweep_merge.h"
+#include "precsim/sim/experiment/train_findings.h"
 #include "scheme_report.h"
 
 namespace precsim::cli {
@@ -62,6 +63,9 @@ std::string train_table(const nlohmann::json& results) {
   const auto& runs = results.at("runs");
   if (runs.is_array() && runs.size() > 1)
     t += fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n", runs.size());
+  const TrainSummary s = train_summary_from_json(results);
+  t += "\n" + train_summary_legend(s) + "findings:\n";
+  for (const std::string& f : train_findings(s)) t += "  - " + f + "\n";
   return t;
 }
 

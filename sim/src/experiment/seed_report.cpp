@@ -9,6 +9,7 @@
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/runner.h"
+#include "precsim/sim/experiment/train_findings.h"
 #include "precsim/formats/block_scaling.h"
 
 namespace precsim {
@@ -104,42 +105,10 @@ std::vector<VariantAggregate> aggregate_variants(const std::vector<Recipe>& reci
   return variants;
 }
 
-namespace {
-
-// "-" when no seed diverged; the step with one seed; "k of n seeds" over several.
-std::string diverged_cell(const json& d) {
-  if (!d.is_array()) return d.is_null() ? "-" : d.dump();
-  size_t k = 0;
-  for (const auto& e : d) k += !e.is_null();
-  return k ? fmt::format("{} of {}", k, d.size()) : "-";
-}
-
-}  // namespace
-
 // at() rather than [] throughout: the table is also printed from a report read back from disk
 // (report summary), where a missing key must throw, not read past the object.
 std::string summary_table(const nlohmann::json& results) {
-  // Over several seeds the loss columns carry their 95% interval as mean ± half-width.
-  bool ci = false;
-  for (const auto& v : results.at("variants")) ci |= v.contains("summary_ci95");
-  const int w = ci ? 20 : 10;
-  std::string t = fmt::format("{:<16} {:>{}} {:>{}} {:>{}} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}\n", "variant", "final",
-                              w, "heldout", w, "gap", w, "acc", "local_err", "drift/cf", "underflow", "skipped", "diverged");
-  for (const auto& v : results.at("variants")) {
-    const auto& s = v.at("summary");
-    auto num = [&](const char* k) { return read_number(s.at(k)); };
-    auto loss = [&](const char* k, const char* spec) {
-      std::string c = fmt::format(fmt::runtime(spec), num(k));
-      if (!v.contains("summary_ci95")) return c;
-      const auto& iv = v.at("summary_ci95").at(k);
-      return c + fmt::format(" ±{:.2g}", (read_number(iv.at(1)) - read_number(iv.at(0))) / 2);
-    };
-    t += fmt::format("{:<16} {:>{}} {:>{}} {:>{}} {:>10.4f} {:>10.3g} {:>10.3g} {:>9.3g} {:>8.0f} {:>9}\n",
-                     v.at("name").get<std::string>(), loss("final_loss", "{:.4g}"), w, loss("heldout_loss", "{:.4g}"), w,
-                     loss("loss_gap", "{:+.3g}"), w, num("heldout_accuracy"), num("local_grad_rel_err"),
-                     num("drift_over_chaos_floor"), num("underflow_fraction"), num("skipped_steps"),
-                     diverged_cell(s.at("diverged_at")));
-  }
+  std::string t = train_summary_table(train_summary_from_json(results));
   // Split variants: the error the split alone adds, and the activation memory it saves.
   bool any_split = false;
   for (const auto& v : results.at("variants"))
