@@ -139,6 +139,9 @@ def test_gemm_figure_has_error_against_k_per_model(reports, tmp_path):
 def test_report_plot_and_module_cli_write_a_png(reports, tmp_path):
     out = report.plot(str(reports["gemm"]), tmp_path / "g.png")
     assert open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert os.stat(out).st_mode & 0o777 == 0o666 & ~mask  # as open() would create it, not mkstemp's 0600
     p = subprocess.run([sys.executable, "-m", "precsim.plot", str(reports["train"]), "-o", str(tmp_path / "t.svg")],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

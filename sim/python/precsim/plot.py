@@ -45,6 +45,12 @@ def figure(report: Report):
     return draw(*data(report))
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def save(report: Report, path: Union[str, "os.PathLike[str]"]) -> str:
     """Draws the report's figure into path (.png or .svg), written to a temporary file beside it
     and renamed, so that an interrupted or failed run never leaves a partial figure. Nothing is
@@ -58,6 +64,7 @@ def save(report: Report, path: Union[str, "os.PathLike[str]"]) -> str:
     try:
         with os.fdopen(fd, "wb") as f:
             fig.savefig(f, format=ext[1:], dpi=100)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for the temporary name only
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
