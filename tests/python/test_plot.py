@@ -148,6 +148,14 @@ def test_report_plot_and_module_cli_write_a_png(reports, tmp_path):
     assert (tmp_path / "t.svg").read_text().count('<g id="axes_') == 4
 
 
+def test_cli_names_a_figure_folder_it_cannot_write(reports, tmp_path):
+    out = tmp_path / "missing" / "fig.png"
+    p = subprocess.run([sys.executable, "-m", "precsim.plot", str(reports["gemm"]), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and f"cannot write the figure {str(out)!r}: No such file or directory" in p.stderr
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("case", ["formats", "not-json", "bad-ext"])
 def test_cli_refuses_what_it_cannot_draw_and_writes_nothing(reports, tmp_path, case):
     src = {"formats": str(reports["formats"]), "not-json": str(tmp_path / "x.json"), "bad-ext": str(reports["gemm"])}[case]

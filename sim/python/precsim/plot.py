@@ -84,6 +84,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except PlotError as e:
         print(f"precsim-plot: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the figure's folder is missing or not writable
+        print(f"precsim-plot: error: cannot write the figure {out!r}: {e.strerror}", file=sys.stderr)
+        return 2
     print(f"wrote {out}")
     return 0
 
