@@ -6,7 +6,8 @@ are decoded to floats; integer codes ("0x3a") stay strings.
     r = pr.load("run.json")
     r.kind, r.config, r.seeds                       # plain dicts
     t = pr.table(r.results["formats"])               # {column: np.ndarray}, or a DataFrame
-    steps, loss = pr.series(r.results["variants"][0]["series"]["series"]["loss"])
+    v = r.results["runs"][0]["variants"][0]          # a train report: seed 0's first variant
+    steps, loss = pr.array(v["series"]["step"]), pr.array(v["series"]["loss"])
     full = pr.series_npy("run.json", "loss")         # (n, 2) [step, value] written beside the report
 """
 import json

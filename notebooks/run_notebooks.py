@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Runs every notebook headless (nbclient) on reports the CLI writes in the same run (small runs
 of formats, analyze, gemm, train, allreduce and sweep, validated against reports/schema first), and
-checks that each figure was written and is not empty.
+checks that each figure was written and is not empty. The kernel is the Python that runs this
+script (ctest: the project venv, whose NumPy 2 needs its own matplotlib and scipy), not the
+system's "python3" kernelspec (/usr/bin/python3): a kernelspec of sys.executable is written under
+OUT_DIR, and a first cell checks that the kernel really is that interpreter.
 
 usage: run_notebooks.py PRECSIM OUT_DIR
 """
@@ -18,6 +21,14 @@ here = os.path.dirname(os.path.abspath(__file__))
 precsim, out = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(out, exist_ok=True)
 os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # quiet the kernel's debugger warning
+kernel_dir = os.path.join(out, "jupyter", "kernels", "precsim-run")
+os.makedirs(kernel_dir, exist_ok=True)
+with open(os.path.join(kernel_dir, "kernel.json"), "w") as f:
+    json.dump({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+               "display_name": "precsim run_notebooks", "language": "python"}, f)
+os.environ["JUPYTER_PATH"] = os.path.join(out, "jupyter") + os.pathsep + os.environ.get("JUPYTER_PATH", "")
+KERNEL_CHECK = nbformat.v4.new_code_cell(
+    f"import sys, matplotlib\nassert sys.executable == {sys.executable!r}, f'kernel runs {{sys.executable}}'")
 schema = json.load(open(os.path.join(here, "..", "reports", "schema", "precsim.report.schema.json")))
 validator = jsonschema.Draft202012Validator(schema)
 
@@ -84,8 +95,9 @@ for name in notebooks:
         os.environ["PRECSIM_REPORTS"] = os.path.join(out, report)
         os.environ["PRECSIM_FIG_DIR"] = fig_dir
         nb = nbformat.read(os.path.join(here, f"{name}.ipynb"), as_version=4)
+        nb.cells.insert(0, KERNEL_CHECK)
         try:
-            NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": here}}).execute()
+            NotebookClient(nb, timeout=120, kernel_name="precsim-run", resources={"metadata": {"path": here}}).execute()
         except Exception as e:  # the cell's traceback names the problem
             print(f"FAIL {name}.ipynb on {report}: {str(e)[-1500:]}")
             failures += 1

@@ -59,6 +59,24 @@ if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import torch" 2>/dev/nu
   timeout 1800 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[4]}" >/dev/null 2>&1 ||
     echo "setup: ${pins[4]} could not be installed from PyPI; the torch tests fail under CI" >&2
 fi
+# matplotlib and scipy for the venv: Debian's python3-matplotlib and python3-scipy are built for
+# NumPy 1 and fail to import beside the venv's NumPy 2, and precsim.plot (precsim-plot) and the
+# notebooks (run on the venv's kernel) need them. Every compiled dependency is pinned too
+# (contourpy, kiwisolver, pillow), since Debian's would satisfy pip and then fail the same way.
+# Debian's matplotlib also loads its own mpl_toolkits at start-up (matplotlib-*-nspkg.pth); a .pth
+# in the venv imports the wheel's first so that mplot3d matches the matplotlib it is loaded with.
+# Best effort: without them precsim.plot names the missing package and the plot tests fail.
+plot_pins=("matplotlib==3.11.2" "contourpy==1.3.3" "kiwisolver==1.5.1" "pillow==13.0.0" "fonttools==4.68.0"
+           "cycler==0.12.1" "pyparsing==3.3.3" "python-dateutil==2.9.0.post0" "scipy==1.17.1")
+if [ -x "$venv/bin/python" ] &&
+   ! "$venv/bin/python" -c "import matplotlib, scipy.optimize, sys; sys.exit(matplotlib.__version__ != '${plot_pins[0]#matplotlib==}')" 2>/dev/null; then
+  timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${plot_pins[@]}" >/dev/null 2>&1 ||
+    echo "setup: some of ${plot_pins[*]} could not be installed from PyPI; figures and notebooks fail" >&2
+fi
+vsite="$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null || true)"
+if [ -n "$vsite" ] && [ -d "$vsite/mpl_toolkits" ] && [ ! -f "$vsite/mpl_toolkits-venv-first.pth" ]; then
+  echo "import mpl_toolkits" >"$vsite/mpl_toolkits-venv-first.pth"
+fi
 # MMA-Sim: the Tensor Core models' test oracle (tests/mmasim_oracle_test.cpp), never a runtime
 # dependency. Its own dependencies are torch (pinned above), setuptools and ninja (torch compiles its
 # small CPU kernel at import), so it goes into the same venv without changing NumPy or torch. Best

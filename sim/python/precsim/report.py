@@ -38,5 +38,12 @@ def check(baseline: Document, run: Document, *, rules: Optional[Document] = None
     return _c.check_report(_doc(baseline, "baseline"), _doc(run, "run"), r, rtol, atol)
 
 
+def plot(report: Document, path: Union[str, "os.PathLike[str]"]) -> str:
+    """The report's figure (docs/figures.md) written to path (.png or .svg), as `precsim-plot
+    REPORT -o PATH` draws it; returns path. precsim.plot.PlotError for a kind with no figure."""
+    from . import plot as _plot
+    return _plot.save(report, path)
+
+
 ReportError = _c.ReportError
 CheckRefused = _c.CheckRefused
