@@ -159,9 +159,21 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   write_file_atomic(path, std::span<const std::string_view>(&content, 1));
 }
 
+namespace {
+
+// The folder `path` is written in, and the mkstemp template of its temporary file there.
+std::filesystem::path folder_of(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : ".";
+}
+std::string temp_template(const std::filesystem::path& path) {
+  return (folder_of(path) / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+}
+
+}  // namespace
+
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::string_view> parts) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  std::string tmpl = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+  const std::filesystem::path dir = folder_of(path);
+  std::string tmpl = temp_template(path);
   const int fd = mkstemp(tmpl.data());
   if (fd < 0) fail_io("cannot create a temporary file beside", path);
   auto cleanup = [&] {
@@ -207,7 +219,7 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
 }
 
 void check_writable(const std::filesystem::path& path) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  const std::filesystem::path dir = folder_of(path);
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     errno = ENOENT;
@@ -217,7 +229,13 @@ void check_writable(const std::filesystem::path& path) {
     errno = EISDIR;
     fail_io("cannot write", path);
   }
-  if (::access(dir.c_str(), W_OK) != 0) fail_io("cannot write", path);
+  // Create and remove the temporary file write_file_atomic would: access(W_OK) says yes to root
+  // in a read-only folder, on a read-only mount and in /proc, where the write fails after the run.
+  std::string tmpl = temp_template(path);
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0) fail_io("cannot write", path);
+  ::close(fd);
+  ::unlink(tmpl.c_str());
 }
 
 void emit_report(const Report& r, const OutputOptions& o) {
