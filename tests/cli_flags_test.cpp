@@ -180,6 +180,27 @@ TEST_F(CliFlags, UnknownFlagOnEveryCommand) {
   expect_usage_error("gpu nosuch", {"unknown command 'nosuch' of 'precsim gpu'", "info, gemm, probe"});
 }
 
+// CLI::Range's "Value -5 not in range 1 to 1099511627776" is said with the option, the value and
+// what is allowed, powers of two as such.
+TEST_F(CliFlags, RangeErrorsNameTheOptionAndWhatIsAllowed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"demo --steps -5", "--steps -5 is out of range; allowed: 1 to 2^40"},
+      {"demo --steps abc", "--steps abc is not a number; allowed: 1 to 2^40"},
+      {"formats --threads 1.5", "--threads 1.5 is not an integer; allowed: 1 to 1024"},
+      {"formats --threads 2000", "--threads 2000 is out of range; allowed: 1 to 1024"},
+      {"train --recipes fp32 --batch 0", "--batch 0 is out of range; allowed: 1 to 2^24"},
+      {"train --recipes fp32 --seed 99999999999999999999",
+       "--seed 99999999999999999999 is out of range; allowed: 0 to 2^62"},
+      {"report check --baseline a.json b.json --rtol -1", "--rtol -1 is out of range; allowed: 0 or more"},
+      {"gpu gemm --k 0x20000", "--k 0x20000 is out of range; allowed: 1 to 65536"},
+  };
+  for (const auto& [args, says] : cases) {
+    const CliSplitRun r = run(args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_EQ(r.err, "precsim: error: " + says + "\n") << args;
+  }
+}
+
 // Per command, a missing value and a bad value: exit 2, the option and the value named, what is
 // allowed listed, and no help. Every command of the help has a row.
 TEST_F(CliFlags, NoCommandPrintsItsHelpOnAnError) {

@@ -3,10 +3,16 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
-#include <string>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
+#include <regex>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -103,10 +109,40 @@ std::vector<std::string> respell_negative_infinity(std::vector<std::string> args
   return args;
 }
 
+// A bound of CLI11's range message in words: "16777216" -> "2^24", "0.000000" -> "0".
+std::string range_bound(const std::string& bound) {
+  const long double v = std::strtold(bound.c_str(), nullptr);
+  int exp = 0;
+  if (v >= 0x1p20L && std::frexp(v, &exp) == 0.5L) return "2^" + std::to_string(exp - 1);
+  if (bound.find('.') == std::string::npos) return bound;
+  return fmt::format("{}", static_cast<double>(v));  // the shortest form that reads back
+}
+
+// CLI::Range's "--steps: Value -5 not in range 1 to 1099511627776" said as "--steps -5 is out of
+// range; allowed: 1 to 2^40", and a value that is no number (or no integer, where the range is of
+// integers) said as such; "" for any other message. One hook for every CLI::Range.
+std::string range_message(const std::string& msg) {
+  static const std::regex range(R"((\S+): Value (.*) not in range (\S+) to (\S+))");
+  std::smatch m;
+  if (!std::regex_match(msg, m, range)) return "";
+  const std::string option = m[1], value = m[2], lo = m[3], hi = m[4];
+  const bool integers = lo.find('.') == std::string::npos && hi.find('.') == std::string::npos;
+  char* end = nullptr;
+  std::strtold(value.c_str(), &end);
+  const bool number = !value.empty() && *end == '\0';
+  const bool whole = std::regex_match(value, std::regex(R"([+-]?(0[xX][0-9a-fA-F]+|[0-9]+))"));
+  const std::string what = !number ? "is not a number" : integers && !whole ? "is not an integer" : "is out of range";
+  const bool unbounded = std::strtold(hi.c_str(), nullptr) >= std::numeric_limits<double>::max();
+  const std::string allowed = unbounded ? range_bound(lo) + " or more" : range_bound(lo) + " to " + range_bound(hi);
+  return option + " " + value + " " + what + "; allowed: " + allowed;
+}
+
 // CLI11's message with the prefix every error has, and for an unknown option the options the
 // command has.
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   std::string msg = e.what();
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr)
+    if (std::string r = range_message(msg); !r.empty()) return r;
   // The command the error is about: the innermost one parsed (precsim report summary ...).
   const CLI::App* cmd = &app;
   std::string path = "precsim";
