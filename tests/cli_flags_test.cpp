@@ -180,6 +180,21 @@ TEST_F(CliFlags, UnknownFlagOnEveryCommand) {
   expect_usage_error("gpu nosuch", {"unknown command 'nosuch' of 'precsim gpu'", "info, gemm, probe"});
 }
 
+// "precsim help CMD" is "precsim CMD --help", for every command and group; "help" alone is the
+// top help; an unknown command is one error naming the commands.
+TEST_F(CliFlags, HelpCommandPrintsTheCommandsHelp) {
+  for (const auto& c : commands()) {
+    const CliSplitRun r = run("help " + c);
+    EXPECT_EQ(r.rc, 0) << c << "\n" << r.err;
+    EXPECT_EQ(r.out, help(c)) << c;
+    EXPECT_NE(r.out.find("\nUsage: " + c + " "), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(run("help").out, help(""));
+  EXPECT_NE(help("").find("Subcommands:\n  formats"), std::string::npos);
+  expect_usage_error("help nosuch", {"unknown command 'nosuch'", "commands: formats, quantize, analyze"});
+  expect_usage_error("help report nosuch", {"unknown command 'nosuch' of 'precsim report'", "summary, diff"});
+}
+
 // CLI::Range's "Value -5 not in range 1 to 1099511627776" is said with the option, the value and
 // what is allowed, powers of two as such.
 TEST_F(CliFlags, RangeErrorsNameTheOptionAndWhatIsAllowed) {

@@ -97,6 +97,15 @@ void check_command_name(const CLI::App& app, const std::vector<std::string>& arg
   throw UsageError("give a command" + of + ": " + command_names(app) + " (" + path + " --help says what each does)");
 }
 
+// "precsim help [CMD...]" is "precsim [CMD...] --help"; an unknown CMD is then answered by
+// check_command_name with the commands there are.
+std::vector<std::string> help_as_flag(std::vector<std::string> args) {
+  if (args.empty() || args.front() != "help") return args;
+  args.erase(args.begin());
+  args.push_back("--help");
+  return args;
+}
+
 // "-inf" (and "-infinity") is a value, not the options -i -n -f: CLI11 takes a token for a value
 // only when a digit follows the '-', so it gets the same number spelt with one (parse_real reads
 // -0x1p+1024 as -inf: the overflow rounds to it).
@@ -275,7 +284,7 @@ int main(int argc, char** argv) {
     }
   };
   add_all(add_all, &app);
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args = help_as_flag({argv + 1, argv + argc});
   try {
     check_command_name(app, args);
     args = respell_negative_infinity(std::move(args));
