@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../support/cli_run.h"
+#include "precsim/sim/train/recipe.h"
 
 namespace precsim {
 namespace {
@@ -193,6 +194,30 @@ TEST_F(CliFlags, HelpCommandPrintsTheCommandsHelp) {
   EXPECT_NE(help("").find("Subcommands:\n  formats"), std::string::npos);
   expect_usage_error("help nosuch", {"unknown command 'nosuch'", "commands: formats, quantize, analyze"});
   expect_usage_error("help report nosuch", {"unknown command 'nosuch' of 'precsim report'", "summary, diff"});
+}
+
+// train --help ends with every recipe preset and what it does, one aligned line each, so that
+// --recipes can be chosen from the help alone.
+TEST_F(CliFlags, TrainHelpListsTheRecipePresets) {
+  const std::string h = help("train");
+  const std::string head = "\nRecipe presets (--recipes):\n";
+  const size_t at = h.find(head);
+  ASSERT_NE(at, std::string::npos) << h;
+  std::istringstream table(h.substr(at + head.size()));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(table, line) && !line.empty();) lines.push_back(line);
+  const auto presets = recipe_presets();
+  ASSERT_EQ(lines.size(), presets.size()) << h.substr(at);
+  size_t doc_column = 0;
+  for (size_t i = 0; i < presets.size(); ++i) {
+    const std::string name(presets[i].name), doc(presets[i].doc);
+    EXPECT_TRUE(lines[i].starts_with("  " + name + " ")) << lines[i];
+    EXPECT_TRUE(lines[i].ends_with("  " + doc)) << lines[i];
+    if (i == 0) doc_column = lines[i].size() - doc.size();
+    EXPECT_EQ(lines[i].size() - doc.size(), doc_column) << "not aligned: " << lines[i];
+  }
+  EXPECT_GE(presets.size(), 20u);
+  EXPECT_EQ(presets[0].name, "fp32");
 }
 
 // CLI::Range's "Value -5 not in range 1 to 1099511627776" is said with the option, the value and

@@ -98,7 +98,8 @@ const Registrar reg(60, [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_experiment_options(cmd, a->e);
   cmd->add_option("--text", a->text, "train a transformer character by character on this text file");
-  cmd->add_option("--recipes", a->recipes, "comma-separated recipe presets (overrides the config's list): " + preset_list());
+  cmd->add_option("--recipes", a->recipes,
+                  "comma-separated recipe presets, listed below (overrides the config's list)");
   cmd->add_option("--batch", a->batch, "rows per step")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--backend", a->backend,
                   "emulated (default) | cuda: also run each MLP variant with its matrix products on cuBLASLt, from "
@@ -107,6 +108,8 @@ const Registrar reg(60, [](CLI::App& app) {
   cmd->add_option("--device", a->device, "CUDA device index for --backend cuda")->check(CLI::Range(0, 1023));
   cmd->add_flag("--config-help", a->config_help, "print every configuration key and the recipe presets");
   add_jsonl_option(cmd, a->jsonl);
+  // The presets with what each does, so that --recipes can be chosen from --help alone.
+  cmd->footer("Recipe presets (--recipes):\n" + recipe_presets_doc());
   cmd->callback([a] { run(*a); });
 });
 
