@@ -1,5 +1,7 @@
-"""The Python API takes the CLI's defaults: gemm's operands are rounded into bf16 as `precsim
-gemm` rounds them."""
+"""The Python API takes the CLI's defaults and spells its numbers as Python does: gemm's operands
+are rounded into bf16 as `precsim gemm` rounds them, and analyze's non-finite numbers are floats."""
+import json
+import math
 
 import numpy as np
 import pytest
@@ -34,4 +36,13 @@ def test_gemm_check_inputs_names_the_value_and_format():
     a = np.full((2, 4), 1 + 2.0 ** -20, np.float32)
     with pytest.raises(ValueError, match=r"operand A\[0\]\[0\] = 1\.000001 \(0x1\.00001p\+0\) is not a value of bf16"):
         precsim.gemm(a, a.T, check_inputs=True)
+
+
+def test_analyze_nonfinite_numbers_are_floats(cli, tmp_path):
+    x = np.zeros(64, np.float32)  # no error at all: QSNR is +inf
+    got = precsim.analyze(x, ["bf16"])["schemes"][0]["qsnr_db"]
+    assert isinstance(got, float) and got == math.inf
+    np.save(tmp_path / "x.npy", x)
+    rep = json.loads(cli("analyze", "--input", tmp_path / "x.npy", "--formats", "bf16", "--json", "--deterministic"))
+    assert rep["results"]["tensors"][0]["schemes"][0]["qsnr_db"] == "inf"  # the file's spelling
 
