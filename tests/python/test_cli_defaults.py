@@ -1,5 +1,6 @@
 """The Python API takes the CLI's defaults and spells its numbers as Python does: gemm's operands
-are rounded into bf16 as `precsim gemm` rounds them, and analyze's non-finite numbers are floats."""
+are rounded into bf16 as `precsim gemm` rounds them, analyze's non-finite numbers are floats, and
+precsim.__version__ is what `precsim --version` prints."""
 import json
 import math
 
@@ -46,3 +47,7 @@ def test_analyze_nonfinite_numbers_are_floats(cli, tmp_path):
     rep = json.loads(cli("analyze", "--input", tmp_path / "x.npy", "--formats", "bf16", "--json", "--deterministic"))
     assert rep["results"]["tensors"][0]["schemes"][0]["qsnr_db"] == "inf"  # the file's spelling
 
+
+def test_version_is_the_clis(cli):
+    assert cli("--version").split()[0] == precsim.__version__
+    assert precsim.__version__.count(".") == 2
