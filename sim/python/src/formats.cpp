@@ -41,6 +41,12 @@ void bind_formats(nb::module_& m) {
       .def_prop_ro("has_nan", &Format::has_nan)
       .def_prop_ro("code_bytes", [](const Format& f) { return code_bytes(f); })
       .def_prop_ro("aliases", &aliases_of)
+      // numpy.finfo's names for the same numbers, so that code written for finfo reads a Format.
+      .def_prop_ro("eps", &Format::epsilon)
+      .def_prop_ro("smallest_normal", &Format::min_normal)
+      .def_prop_ro("smallest_subnormal", &Format::min_subnormal)
+      .def_ro("nmant", &Format::man_bits)
+      .def_ro("nexp", &Format::exp_bits)
       .def("__eq__", [](const Format& a, const Format& b) { return a == b; })
       .def("__hash__", [](const Format& f) { return std::hash<std::string>{}(f.name); })
       .def("__repr__", [](const Format& f) { return "Format('" + f.name + "')"; });
