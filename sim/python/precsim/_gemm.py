@@ -3,7 +3,7 @@ sequential, pairwise, Kahan, exact, split-K, promotion)."""
 import numpy as np
 
 from . import _precsim as _c
-from ._arrays import float32_values
+from ._arrays import float32_values, format_name
 
 
 def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp32", check_inputs=False, input_policy=None,
@@ -39,6 +39,8 @@ def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp
     sa = None if a_scales is None else float32_values(a_scales, "a_scales")
     sb = None if b_scales is None else float32_values(b_scales, "b_scales")
     fn = _c.gemm_f32 if dt == np.float32 else _c.gemm_f64
+    a_format, b_format = format_name(a_format, "a_format"), format_name(b_format, "b_format")
+    out_format = format_name(out_format, "out_format")
     fn(A, B, C, m, n, k, model, a_format, b_format, out_format, policy, out_rounding, bool(trans_a),
        bool(trans_b), float(alpha), float(beta), sa, sb, int(block_k), int(a_block_mn), int(b_block_mn),
        float(a_tensor_scale), float(b_tensor_scale))
@@ -50,7 +52,8 @@ def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_
     with status=True also the rounding status ("inexact|overflow", "exact")."""
     A = float32_values(a, "a").reshape(-1)
     B = float32_values(b, "b").reshape(-1)
-    value, st = _c.dot(A, B, float(c), model, a_format, b_format, out_format)
+    of = None if out_format is None else format_name(out_format, "out_format")
+    value, st = _c.dot(A, B, float(c), model, format_name(a_format, "a_format"), format_name(b_format, "b_format"), of)
     return (value, st) if status else value
 
 

@@ -20,6 +20,13 @@ void bind_formats(nb::module_& m) {
   nb::class_<Format>(m, "Format", "A number format: a preset name or alias, or a custom eXmY[:...] spec.")
       .def("__init__", [](Format* self, const std::string& spec) { new (self) Format(format_by_name(spec)); },
            nb::arg("spec"))
+      // A dtype (np.float16, ml_dtypes.bfloat16, ...): mapped by the Python package's one table.
+      .def("__init__",
+           [](Format* self, nb::handle dtype) {
+             const nb::object name = nb::module_::import_("precsim._arrays").attr("format_name")(dtype, "spec");
+             new (self) Format(format_by_name(nb::cast<std::string>(name)));
+           },
+           nb::arg("spec"))
       .def_ro("name", &Format::name)
       .def_prop_ro("bits", &Format::bits)
       .def_ro("exponent_bits", &Format::exp_bits)
