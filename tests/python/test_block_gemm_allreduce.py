@@ -80,9 +80,9 @@ def test_gemm_equals_the_cli(cli, tmp_path):
     models = ["h100", "a100", "fp32-seq", "pairwise", "block:n=32:F=13:promote=128"]
     rep = json.loads(cli("gemm", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy", "--model", ",".join(models),
                          "--a-format", "fp32", "--b-format", "fp32", "--json", "--deterministic"))
-    exact = precsim.gemm(a, b, model="exact:acc=fp64", out_format="fp64", out_dtype=np.float64)
+    exact = precsim.gemm(a, b, model="exact:acc=fp64", a_format="fp32", b_format="fp32", out_format="fp64", out_dtype=np.float64)
     for model, row in zip(models, rep["results"]["sweep"][0]["models"]):
-        c = precsim.gemm(a, b, model=model)
+        c = precsim.gemm(a, b, model=model, a_format="fp32", b_format="fp32")
         err = np.abs(c.astype(np.float64) - exact)
         assert err.max() == row["error"]["max_abs_error"], model
         assert (err / np.abs(exact)).max() == pytest.approx(row["error"]["max_rel_error"], rel=1e-14)
@@ -91,7 +91,7 @@ def test_gemm_equals_the_cli(cli, tmp_path):
         d = json.loads(cli("dot", "--model", "h100", "--input-format", "fp32", "--a",
                            ",".join(float(v).hex() for v in a[i]), "--b", ",".join(float(v).hex() for v in b[:, j]),
                            "--json", "--deterministic"))
-        c = precsim.gemm(a, b, model="h100")
+        c = precsim.gemm(a, b, model="h100", a_format="fp32", b_format="fp32")
         assert float(c[i, j]) == d["results"]["result"]
         assert precsim.dot(a[i], b[:, j], model="h100") == d["results"]["result"]
 
@@ -101,7 +101,7 @@ def test_gemm_formats_scales_and_errors():
     x = rng.normal(size=(16, 64)).astype(np.float32)
     w = rng.normal(size=(64, 8)).astype(np.float32)
     with pytest.raises(ValueError, match="not a value of float8_e4m3fn"):
-        precsim.gemm(x, w, a_format="e4m3", b_format="e4m3")
+        precsim.gemm(x, w, a_format="e4m3", b_format="e4m3", check_inputs=True)
     xa, wa = precsim.quantize(x, "e4m3"), precsim.quantize(w, "e4m3")
     c = precsim.gemm(xa, wa, model="h100-fp8-fast", a_format="e4m3", b_format="e4m3")
     assert c.shape == (16, 8) and np.isfinite(c).all()
@@ -114,12 +114,13 @@ def test_gemm_formats_scales_and_errors():
                       a_scales=ea.scale_values.astype(np.float32), b_scales=eb.scale_values.astype(np.float32),
                       block_k=32, out_format="fp64", out_dtype=np.float64)
     fq = precsim.gemm(precsim.block_quantize(x, "mxfp8_e4m3"), precsim.block_quantize(w, "mxfp8_e4m3", axis=0),
-                      model="exact:acc=fp64", out_format="fp64", out_dtype=np.float64)
+                      model="exact:acc=fp64", a_format="fp32", b_format="fp32", out_format="fp64",
+                      out_dtype=np.float64)
     # The scaled GEMM adds each 32-product group times its scales into an FP32 sum (gemm.h), so it
     # differs from the exact product of the fake-quantized operands by FP32 roundings only.
     assert np.allclose(cs, fq, rtol=1e-6, atol=1e-6) and not np.array_equal(cs, fq)
     with pytest.raises(ValueError, match="a_scales must have shape \\(16, 2\\)"):
-        precsim.gemm(va, vb, trans_b=True, a_scales=np.ones((16, 3), np.float32), block_k=32)
+        precsim.gemm(va, vb, a_format="e4m3", b_format="e4m3", trans_b=True, a_scales=np.ones((16, 3), np.float32), block_k=32)
     with pytest.raises(ValueError, match="inner dimensions differ"):
         precsim.gemm(x, x)
     with pytest.raises(ValueError, match="unknown accumulation model|unknown.*model"):

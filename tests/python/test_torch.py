@@ -112,7 +112,8 @@ def test_linear_and_matmul_products():
     bc = precsim.quantize(lin.bias.detach().numpy(), "bf16")
     xq = precsim.block_quantize(a.detach().numpy(), "mxfp8_e4m3:rule=rceil")
     wq = precsim.block_quantize(wc, "mxfp8_e4m3:rule=rceil")
-    ref = precsim.quantize(precsim.gemm(xq, wq, trans_b=True, model="fp32-seq") + bc, "bf16")
+    c = precsim.gemm(xq, wq, trans_b=True, model="fp32-seq", a_format="fp32", b_format="fp32")
+    ref = precsim.quantize(c + bc, "bf16")
     assert torch.equal(y, torch.from_numpy(ref))
     with pytest.raises(ValueError, match="unknown recipe|fp33"):
         pt.Linear(4, 4, recipe="fp33")

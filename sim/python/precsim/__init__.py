@@ -11,6 +11,7 @@ from ._arrays import decode, encode, ml_dtype, pack_fp4, quantize, unpack_fp4
 from ._block import BlockEncoded, analyze, block_decode, block_encode, block_quantize, block_scaling_presets, error_stats
 from ._gemm import accum_model, accum_models, dot, gemm
 from ._optim import Optimizer
+from ._precsim import __version__
 from ._precsim import (BlockPacked, CheckRefused, Format, QuantOptions, QuantStats, ReportError, formats,
                        get_num_threads, set_num_threads)
 from ._recipe import Recipe
@@ -20,5 +21,5 @@ __all__ = [
     "Format", "formats", "quantize", "encode", "decode", "ml_dtype", "pack_fp4", "unpack_fp4", "block_quantize",
     "block_encode", "block_decode", "analyze", "BlockEncoded", "block_scaling_presets", "error_stats", "gemm", "dot", "accum_models",
     "accum_model", "allreduce", "Optimizer", "Recipe", "train", "recipes", "report", "set_num_threads", "get_num_threads", "QuantOptions",
-    "QuantStats", "BlockPacked", "ReportError", "CheckRefused",
+    "QuantStats", "BlockPacked", "ReportError", "CheckRefused", "__version__",
 ]

@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import _precsim as _c
-from ._arrays import float32_values
+from ._arrays import float32_values, format_name
 
 
 def allreduce(grads, *, algorithm="ring", format="fp32", average="sum", hook="none"):
@@ -23,7 +23,7 @@ def allreduce(grads, *, algorithm="ring", format="fp32", average="sum", hook="no
     for i, g in enumerate(arrays):
         if g.shape != shape:
             raise ValueError(f"grads[{i}] has shape {g.shape}; grads[0] has {shape}")
-    r = _c.allreduce([g.reshape(-1) for g in arrays], algorithm, format, average, hook)
+    r = _c.allreduce([g.reshape(-1) for g in arrays], algorithm, format_name(format), average, hook)
     ranks = [np.asarray(v).reshape(shape) for v in r["ranks"]]
     return {"ranks": ranks, "reduced": ranks[0], "ranks_identical": r["ranks_identical"], "stats": r["stats"],
             "nonzero_inputs": r["nonzero_inputs"], "scale": r["scale"], "error": r["error"]}

@@ -41,8 +41,35 @@ def _format_of_dtype(dt):
     return None
 
 
+# Every dtype a format argument may be, by name: ml_dtypes' and NumPy's from the table above, and
+# NumPy's two binary floats, whose values precsim's fp32 and fp64 are.
+_DTYPE_FORMATS = {**{dt: ours for ours, dt in ML_DTYPES.items()}, "float32": "fp32", "float64": "fp64"}
+
+
+def format_name(fmt, what="format"):
+    """A format argument as the engine takes it: a name or spec (str), a Format, or a NumPy or
+    ml_dtypes dtype (np.float16, ml_dtypes.bfloat16, ...) mapped by _DTYPE_FORMATS; any other
+    dtype is a ValueError naming it and the accepted ones."""
+    if isinstance(fmt, str):
+        return fmt
+    if isinstance(fmt, _c.Format):
+        return fmt.name
+    # np.dtype(None) is float64: only dtypes and scalar types (np.float16, ml_dtypes.bfloat16) count.
+    try:
+        dt = np.dtype(fmt) if isinstance(fmt, (np.dtype, type)) else None
+    except TypeError:
+        dt = None
+    if dt is None:
+        raise TypeError(f"{what}: {fmt!r} is not a format; give a name (precsim.formats()), a Format or a dtype "
+                        f"({', '.join(_DTYPE_FORMATS)})")
+    name = _DTYPE_FORMATS.get(dt.name)
+    if name is None:
+        raise ValueError(f"{what}: dtype {dt.name} has no precsim format; accepted dtypes: {', '.join(_DTYPE_FORMATS)}")
+    return name
+
+
 def _format(fmt):
-    return fmt if isinstance(fmt, _c.Format) else _c.Format(fmt)
+    return fmt if isinstance(fmt, _c.Format) else _c.Format(format_name(fmt))
 
 
 def values(x, what="x"):

@@ -95,8 +95,8 @@ def analyze(x, schemes, *, rounding="nearest-even", overflow="ieee", flush_subno
     one string of comma-separated names, as --formats takes them ("all" expands to every preset).
     Returns the report's results.tensors entry without its name: dtype, shape, rows, cols, count,
     zeros, nonfinite, exponent_histogram and per scheme (in the order given) QSNR, MSE, max relative
-    error, flushed, clipped blocks, saturated, bits per element, scale histogram (NaN and Inf as the
-    strings "nan", "inf", "-inf", as in the report). Like the CLI, float64 and integer inputs are
+    error, flushed, clipped blocks, saturated, bits per element, scale histogram (NaN and Inf as
+    floats; the report file spells them "nan", "inf", "-inf" because JSON has no such numbers). Like the CLI, float64 and integer inputs are
     rounded to float32 first (float16 and ml_dtypes floats are decoded exactly)."""
     a = np.asarray(x)
     names = schemes.split(",") if isinstance(schemes, str) else list(schemes)
@@ -107,5 +107,20 @@ def analyze(x, schemes, *, rounding="nearest-even", overflow="ieee", flush_subno
     a = np.ascontiguousarray(a, dtype=np.float32)
     o = options(rounding, overflow, flush_subnormals, sr_bits, seed)
     result = _c.analyze(a.reshape(-1), [int(n) for n in a.shape], names, o)
+    result = _nonfinite_as_floats(result)
     result.update(dtype=dtype, shape=list(a.shape))
     return result
+
+
+# The strings JSON reports use for the numbers JSON cannot hold; analyze's values are all numbers,
+# so no name or label is among them.
+_NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _nonfinite_as_floats(v):
+    """v with every "nan", "inf", "-inf" string (at any depth) turned back into the float."""
+    if isinstance(v, dict):
+        return {k: _nonfinite_as_floats(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_nonfinite_as_floats(x) for x in v]
+    return _NONFINITE.get(v, v) if isinstance(v, str) else v

@@ -3,22 +3,24 @@ sequential, pairwise, Kahan, exact, split-K, promotion)."""
 import numpy as np
 
 from . import _precsim as _c
-from ._arrays import float32_values
+from ._arrays import float32_values, format_name
 
 
-def gemm(a, b, *, model="h100", a_format="fp32", b_format="fp32", out_format="fp32", input_policy="check",
+def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp32", check_inputs=False, input_policy=None,
          out_rounding="nearest-even", trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, a_scales=None,
          b_scales=None, block_k=0, a_block_mn=1, b_block_mn=1, a_tensor_scale=1.0, b_tensor_scale=1.0,
          out_dtype=np.float32):
     """C = alpha op(A) op(B) + beta C, each output's K products summed as `model` says (a preset
     from accum_models() or a spec such as "block:n=32:F=13:promote=128").
 
-    a: (M, K) float32, or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b. Operand values
-    must be values of a_format / b_format (input_policy "check" raises naming the first that is
-    not; "round" rounds them to nearest-even; "trust" checks nothing). Block-scaled operands give
+    a: (M, K) float32, or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b. As `precsim gemm`
+    does, operands are rounded to nearest-even into a_format / b_format (default bf16);
+    check_inputs=True raises instead, naming the first value that is not one of the format's
+    (input_policy "round", "check" or "trust", which checks nothing, overrides both). Block-scaled operands give
     their decode scales: a_scales (ceil(M / a_block_mn), ceil(K / block_k)), b_scales
     (ceil(N / b_block_mn), ceil(K / block_k)), float32, with NVFP4's tensor scales apart. Returns
     C (M, N) as out_dtype (float32, or float64 for out_format fp64)."""
+    policy = input_policy if input_policy is not None else "check" if check_inputs else "round"
     A, B = float32_values(a, "a"), float32_values(b, "b")
     if A.ndim != 2 or B.ndim != 2:
         raise ValueError(f"a and b must be 2-D; got shapes {A.shape} and {B.shape}")
@@ -37,7 +39,9 @@ def gemm(a, b, *, model="h100", a_format="fp32", b_format="fp32", out_format="fp
     sa = None if a_scales is None else float32_values(a_scales, "a_scales")
     sb = None if b_scales is None else float32_values(b_scales, "b_scales")
     fn = _c.gemm_f32 if dt == np.float32 else _c.gemm_f64
-    fn(A, B, C, m, n, k, model, a_format, b_format, out_format, input_policy, out_rounding, bool(trans_a),
+    a_format, b_format = format_name(a_format, "a_format"), format_name(b_format, "b_format")
+    out_format = format_name(out_format, "out_format")
+    fn(A, B, C, m, n, k, model, a_format, b_format, out_format, policy, out_rounding, bool(trans_a),
        bool(trans_b), float(alpha), float(beta), sa, sb, int(block_k), int(a_block_mn), int(b_block_mn),
        float(a_tensor_scale), float(b_tensor_scale))
     return C
@@ -48,7 +52,8 @@ def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_
     with status=True also the rounding status ("inexact|overflow", "exact")."""
     A = float32_values(a, "a").reshape(-1)
     B = float32_values(b, "b").reshape(-1)
-    value, st = _c.dot(A, B, float(c), model, a_format, b_format, out_format)
+    of = None if out_format is None else format_name(out_format, "out_format")
+    value, st = _c.dot(A, B, float(c), model, format_name(a_format, "a_format"), format_name(b_format, "b_format"), of)
     return (value, st) if status else value
 
 

@@ -20,6 +20,13 @@ void bind_formats(nb::module_& m) {
   nb::class_<Format>(m, "Format", "A number format: a preset name or alias, or a custom eXmY[:...] spec.")
       .def("__init__", [](Format* self, const std::string& spec) { new (self) Format(format_by_name(spec)); },
            nb::arg("spec"))
+      // A dtype (np.float16, ml_dtypes.bfloat16, ...): mapped by the Python package's one table.
+      .def("__init__",
+           [](Format* self, nb::handle dtype) {
+             const nb::object name = nb::module_::import_("precsim._arrays").attr("format_name")(dtype, "spec");
+             new (self) Format(format_by_name(nb::cast<std::string>(name)));
+           },
+           nb::arg("spec"))
       .def_ro("name", &Format::name)
       .def_prop_ro("bits", &Format::bits)
       .def_ro("exponent_bits", &Format::exp_bits)
@@ -41,6 +48,12 @@ void bind_formats(nb::module_& m) {
       .def_prop_ro("has_nan", &Format::has_nan)
       .def_prop_ro("code_bytes", [](const Format& f) { return code_bytes(f); })
       .def_prop_ro("aliases", &aliases_of)
+      // numpy.finfo's names for the same numbers, so that code written for finfo reads a Format.
+      .def_prop_ro("eps", &Format::epsilon)
+      .def_prop_ro("smallest_normal", &Format::min_normal)
+      .def_prop_ro("smallest_subnormal", &Format::min_subnormal)
+      .def_ro("nmant", &Format::man_bits)
+      .def_ro("nexp", &Format::exp_bits)
       .def("__eq__", [](const Format& a, const Format& b) { return a == b; })
       .def("__hash__", [](const Format& f) { return std::hash<std::string>{}(f.name); })
       .def("__repr__", [](const Format& f) { return "Format('" + f.name + "')"; });

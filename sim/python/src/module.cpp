@@ -3,6 +3,9 @@
 // results.
 #include <omp.h>
 
+#include <string_view>
+
+#include "precsim/reports/report.h"
 #include "py_common.h"
 
 namespace precsim::py {
@@ -33,6 +36,9 @@ NB_MODULE(_precsim, m) {
   // Layers held by torch modules and autograd graphs may still be alive at interpreter exit.
   nb::set_leak_warnings(false);
   m.doc() = "precsim's C++ engine (formats, block scaling, GEMM and all-reduce emulation, training, reports)";
+  // The string `precsim --version` prints before the commit, so that the two never disagree.
+  const std::string_view version = precsim::precsim_version();
+  m.attr("__version__") = nb::str(version.data(), version.size());
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw std::invalid_argument("threads " + std::to_string(n) + " is out of range; allowed: 1 or more");
     omp_set_num_threads(n);
