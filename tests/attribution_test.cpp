@@ -4,6 +4,7 @@
 // the forward roles almost nothing); an activation outlier injected into one layer of an MLP and of
 // a transformer (that layer ranks first, its interval clear of the second's). Bad input exits 2
 // with no report.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,6 +81,18 @@ TEST(Attribution, OneRoleAwayFromFp32ExplainsTheWholeGapWithoutInteraction) {
   }
   // Runs: the reference-aligned R and H, and nothing else (every counterfactual is one of them).
   EXPECT_EQ(res["runs_distinct"], 2);
+  // The header names the chaos floor of a loss metric in loss units, and says a local metric has
+  // none; the legend explains the columns and flags.
+  const std::string t = attribution_table(res);
+  EXPECT_NE(t.find(fmt::format("heldout_loss gap {:.4g} [{:.3g}, {:.3g}], chaos floor {:.3g}\n", gap,
+                               num(res["gap"]["heldout_loss"]["ci95"][0]), num(res["gap"]["heldout_loss"]["ci95"][1]),
+                               num(res["chaos_floor_loss"]))),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("flag: identical (R and H agree on the unit"), std::string::npos) << t;
+  const std::string local = attribution_table(attribute(small_gradients(3), recipe, "role", "local_grad_rel_err"));
+  EXPECT_NE(local.find(", no chaos floor (local_grad_rel_err is measured at the reference's weights)"), std::string::npos)
+      << local;
 }
 
 TEST(Attribution, Fp16WithoutScalingOnSmallGradientsIsTheGradientRoles) {

@@ -65,7 +65,7 @@ TEST_F(ReportCompareCli, TwoIdenticalRecipesAreIndistinguishable) {
 TEST_F(ReportCompareCli, AConstructedDifferenceIsFoundWithItsInterval) {
   // d = 0.010, 0.012, 0.014: mean 0.012, sd 0.002, half-width t(0.975, 2) 0.002 / sqrt(3).
   const auto r = run("report compare " + with_difference("d.json", {0.010, 0.012, 0.014}) + " --a fp32 --b fp32-again");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.rc, 1) << r.out;  // a difference fails a CI step
   const double half = 4.302652729749464 * 0.002 / std::sqrt(3.0);
   EXPECT_NE(r.out.find(fmt::format("mean difference {:+.4g}, 95% interval [{:+.4g}, {:+.4g}] over 3 seeds", 0.012,
                                    0.012 - half, 0.012 + half)),
@@ -93,7 +93,7 @@ TEST_F(ReportCompareCli, ADifferenceBelowTheChaosFloorIsNotCalledDifferent) {
 
 TEST_F(ReportCompareCli, Fp8DriftsFartherThanFp32InEverySeed) {
   const auto r = run("report compare " + p("t.json") + " --a fp32 --b fp8-delayed --metric weight_distance");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.rc, 1) << r.out;
   double lo = INFINITY;
   for (const auto& run : doc_["results"]["runs"])
     lo = std::min(lo, run["variants"][2]["summary"]["weight_distance"].get<double>() -
@@ -101,6 +101,41 @@ TEST_F(ReportCompareCli, Fp8DriftsFartherThanFp32InEverySeed) {
   ASSERT_GT(lo, 0);
   EXPECT_NE(r.out.find("verdict: different: fp8-delayed is higher than fp32 in weight_distance"), std::string::npos)
       << r.out;
+}
+
+TEST_F(ReportCompareCli, JsonCarriesTheSameNumbersAndTheVerdictByName) {
+  const auto r = run("report compare " + with_difference("j.json", {0.010, 0.012, 0.014}) + " --a fp32 --b fp32-again --json");
+  ASSERT_EQ(r.rc, 1) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "different");
+  EXPECT_EQ(j["a"], "fp32");
+  EXPECT_EQ(j["metric"], "heldout_loss");
+  ASSERT_EQ(j["diff"].size(), 3u);
+  const double half = 4.302652729749464 * 0.002 / std::sqrt(3.0);
+  EXPECT_NEAR(j["mean"].get<double>(), 0.012, 1e-12);
+  EXPECT_NEAR(j["ci95"][0].get<double>(), 0.012 - half, 1e-12);
+  EXPECT_NEAR(j["ci95"][1].get<double>(), 0.012 + half, 1e-12);
+  for (size_t s = 0; s < 3; ++s)
+    EXPECT_EQ(j["value_a"][s].get<double>(), doc_["results"]["runs"][s]["variants"][0]["summary"]["heldout_loss"].get<double>());
+  // Identical recipes: indistinguishable, exit 0.
+  const auto same = run("report compare " + p("t.json") + " --a fp32 --b fp32-again --json");
+  ASSERT_EQ(same.rc, 0) << same.out;
+  EXPECT_EQ(json::parse(same.out)["verdict"], "seed-noise") << same.out;
+}
+
+TEST_F(ReportCompareCli, OneSeedPrintsNoIntervalAndNoVerdict) {
+  json doc = doc_;
+  doc["results"]["runs"] = json::array({doc_["results"]["runs"][0]});
+  std::ofstream(p("one.json")) << doc.dump();
+  const auto r = run("report compare " + p("one.json") + " --a fp32 --b fp8-delayed");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto& v = doc_["results"]["runs"][0]["variants"];
+  const double d = v[2]["summary"]["heldout_loss"].get<double>() - v[0]["summary"]["heldout_loss"].get<double>();
+  EXPECT_NE(r.out.find(fmt::format("difference {:+.4g} (1 seed: no interval)", d)), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("95% interval"), std::string::npos) << r.out;
+  const auto j = run("report compare " + p("one.json") + " --a fp32 --b fp8-delayed --json");
+  EXPECT_EQ(json::parse(j.out)["ci95"], nullptr) << j.out;
+  EXPECT_EQ(json::parse(j.out)["verdict"], "one-seed") << j.out;
 }
 
 TEST_F(ReportCompareCli, BadVariantMetricOrKindIsRefusedNamingWhatIsAllowed) {

@@ -163,15 +163,22 @@ void add_compare(CLI::App* cmd) {
   compare->add_option("--a", (*cmp)[1], "variant name (the baseline of the difference b - a)")->required();
   compare->add_option("--b", (*cmp)[2], "variant name")->required();
   compare->add_option("--metric", (*cmp)[3], "a key of the variants' summary (default heldout_loss)");
-  compare->callback([cmp] {
+  auto as_json = std::make_shared<bool>(false);
+  compare->add_flag("--json", *as_json, "print the comparison as JSON (verdict: one-seed, seed-noise, chaos-floor, different)");
+  compare->footer("Exit status: 1 when the verdict is \"different\", 0 otherwise (one seed gives no verdict), 2 on bad input.");
+  compare->callback([cmp, as_json] {
     const auto& [file, a, b, metric] = *cmp;
+    RecipeComparison c;
     try {
-      std::cout << format_comparison(compare_recipes(load(file), a, b, metric));
+      c = compare_recipes(load(file), a, b, metric);
     } catch (const std::invalid_argument& e) {
       throw UsageError(fmt::format("report compare '{}': {}", file, e.what()));
     } catch (const nlohmann::json::exception& e) {
       throw UsageError(fmt::format("report compare '{}': not a train report's results ({})", file, e.what()));
     }
+    // A CI step fails on a real difference, as report check fails on a metric outside its rule.
+    std::cout << (*as_json ? comparison_json(c).dump(2) + "\n" : format_comparison(c));
+    if (c.verdict == CompareVerdict::kDifferent) exit_with(kExitCheckFailed);
   });
 }
 

@@ -56,6 +56,12 @@ double chaos_of(const json& reference, const std::string& metric, std::string& b
   return std::fabs(read_number(series.at("chaos_loss").back()) - read_number(series.at("loss").back()));
 }
 
+json json_numbers(const std::vector<double>& v) {
+  json a = json::array();
+  for (double x : v) a.push_back(json_number(x));
+  return a;
+}
+
 const char* verdict_text(CompareVerdict v) {
   switch (v) {
     case CompareVerdict::kOneSeed: return "no verdict: one seed gives no interval (run train with --seeds 3 or more)";
@@ -96,13 +102,42 @@ RecipeComparison compare_recipes(const json& doc, const std::string& a, const st
   return c;
 }
 
+const char* verdict_name(CompareVerdict v) {
+  switch (v) {
+    case CompareVerdict::kOneSeed: return "one-seed";
+    case CompareVerdict::kSeedNoise: return "seed-noise";
+    case CompareVerdict::kChaosFloor: return "chaos-floor";
+    case CompareVerdict::kDifferent: return "different";
+  }
+  return "";
+}
+
+json comparison_json(const RecipeComparison& c) {
+  const bool interval = c.verdict != CompareVerdict::kOneSeed;
+  return {{"a", c.a},
+          {"b", c.b},
+          {"metric", c.metric},
+          {"seeds", c.seeds},
+          {"value_a", json_numbers(c.value_a)},
+          {"value_b", json_numbers(c.value_b)},
+          {"diff", json_numbers(c.diff)},
+          {"mean", json_number(c.mean)},
+          {"ci95", interval ? json{json_number(c.lo), json_number(c.hi)} : json(nullptr)},
+          {"chaos_floor", c.chaos_floor >= 0 ? json_number(c.chaos_floor) : json(nullptr)},
+          {"chaos_basis", c.chaos_basis},
+          {"verdict", verdict_name(c.verdict)},
+          {"verdict_text", verdict_text(c.verdict)}};
+}
+
 std::string format_comparison(const RecipeComparison& c) {
   std::string out = fmt::format("{} of {} vs {}, paired by seed (difference = b - a)\n", c.metric, c.b, c.a);
   out += fmt::format("{:>8} {:>14} {:>14} {:>14}\n", "seed", "a", "b", "b - a");
   for (size_t i = 0; i < c.seeds.size(); ++i)
     out += fmt::format("{:>8} {:>14.6g} {:>14.6g} {:>+14.4g}\n", c.seeds[i], c.value_a[i], c.value_b[i], c.diff[i]);
-  out += fmt::format("mean difference {:+.4g}, 95% interval [{:+.4g}, {:+.4g}] over {} seeds\n", c.mean, c.lo, c.hi,
-                     c.seeds.size());
+  if (c.verdict == CompareVerdict::kOneSeed) out += fmt::format("difference {:+.4g} (1 seed: no interval)\n", c.mean);
+  else
+    out += fmt::format("mean difference {:+.4g}, 95% interval [{:+.4g}, {:+.4g}] over {} seeds\n", c.mean, c.lo, c.hi,
+                       c.seeds.size());
   if (c.chaos_floor >= 0) out += fmt::format("chaos floor {:.4g} ({})\n", c.chaos_floor, c.chaos_basis);
   else out += fmt::format("chaos floor: none for {} (the verdict rests on seed noise)\n", c.metric);
   std::string v = verdict_text(c.verdict);

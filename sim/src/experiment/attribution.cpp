@@ -285,14 +285,25 @@ json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<At
   return attribution_json({r, h, units, kind, metric, mi}, st, runs);
 }
 
+constexpr const char* attribution_legend =
+    "LOO: R with the unit from H, the part of the gap the unit causes; LOI: H with only the unit from R, what it\n"
+    "costs alone; share: LOO / gap; flag: identical (R and H agree on the unit: run once, exactly 0),\n"
+    "indistinguishable (LOO inside the seed noise or the chaos floor)\n";
+
 std::string attribution_table(const json& results) {
   const std::string m = results["metric"].get<std::string>();
   const json& gap = results["gap"][m];
-  std::string t = fmt::format("attribution of recipe '{}' by {} over {} seed(s): {} gap {:.4g} [{:.3g}, {:.3g}], chaos floor "
-                              "(loss) {:.3g}\n",
-                              results["recipe"].get<std::string>(), results["unit_kind"].get<std::string>(),
-                              results["seeds"].get<int>(), m, read_number(gap["mean"]), read_number(gap["ci95"][0]),
-                              read_number(gap["ci95"][1]), read_number(results["chaos_floor_loss"]));
+  const int seeds = results["seeds"].get<int>();
+  // The loss chaos floor is in loss units; local error is measured at the reference's weights and
+  // has none (the shadow step does not drift).
+  const bool loss_metric = m == "heldout_loss" || m == "final_loss";
+  const std::string floor = loss_metric ? fmt::format("chaos floor {:.3g}", read_number(results["chaos_floor_loss"]))
+                                        : fmt::format("no chaos floor ({} is measured at the reference's weights)", m);
+  const std::string interval =
+      seeds > 1 ? fmt::format("[{:.3g}, {:.3g}]", read_number(gap["ci95"][0]), read_number(gap["ci95"][1])) : "(1 seed: no interval)";
+  std::string t = fmt::format("attribution of recipe '{}' by {} over {} seed(s): {} gap {:.4g} {}, {}\n",
+                              results["recipe"].get<std::string>(), results["unit_kind"].get<std::string>(), seeds, m,
+                              read_number(gap["mean"]), interval, floor);
   t += fmt::format("{:>4} {:<26} {:>11} {:>23} {:>7} {:>11} {:>23}  {}\n", "rank", "unit", "LOO effect", "95% interval",
                    "share", "LOI effect", "95% interval", "flag");
   for (const json& u : results["units"]) {
@@ -307,7 +318,7 @@ std::string attribution_table(const json& results) {
   const json& in = results["interaction"][m];
   t += fmt::format("interaction (sum of leave-one-out effects - gap): {:.4g} [{:.3g}, {:.3g}]\n", read_number(in["mean"]),
                    read_number(in["ci95"][0]), read_number(in["ci95"][1]));
-  return t;
+  return t + attribution_legend;
 }
 
 }  // namespace precsim

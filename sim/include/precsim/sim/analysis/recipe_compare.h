@@ -38,5 +38,11 @@ RecipeComparison compare_recipes(const nlohmann::json& doc, const std::string& a
                                  const std::string& metric);
 
 std::string format_comparison(const RecipeComparison& c);
+// The comparison as JSON (report compare --json): a, b, metric, seeds, value_a, value_b, diff,
+// mean, ci95 [lo, hi] (null with one seed), chaos_floor (null when the metric has none),
+// chaos_basis, verdict (one-seed | seed-noise | chaos-floor | different) and verdict_text.
+nlohmann::json comparison_json(const RecipeComparison& c);
+// The verdict's name as comparison_json writes it.
+const char* verdict_name(CompareVerdict v);
 
 }  // namespace precsim
