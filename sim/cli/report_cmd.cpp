@@ -164,8 +164,10 @@ void add_compare(CLI::App* cmd) {
   compare->add_option("--b", (*cmp)[2], "variant name")->required();
   compare->add_option("--metric", (*cmp)[3], "a key of the variants' summary (default heldout_loss)");
   auto as_json = std::make_shared<bool>(false);
-  compare->add_flag("--json", *as_json, "print the comparison as JSON (verdict: one-seed, seed-noise, chaos-floor, different)");
-  compare->footer("Exit status: 1 when the verdict is \"different\", 0 otherwise (one seed gives no verdict), 2 on bad input.");
+  compare->add_flag("--json", *as_json, "print the JSON report on stdout and nothing else");
+  compare->footer(
+      "--json: the comparison with its verdict by name (one-seed, seed-noise, chaos-floor, different). Exit status: 1 "
+      "when the verdict is \"different\", 0 otherwise (one seed gives no verdict), 2 on bad input.");
   compare->callback([cmp, as_json] {
     const auto& [file, a, b, metric] = *cmp;
     RecipeComparison c;
