@@ -58,12 +58,12 @@ std::string twin_table(const nlohmann::json& results) {
 }  // namespace
 
 std::string train_table(const nlohmann::json& results) {
-  std::string t = summary_table(results);
+  const TrainSummary s = train_summary_from_json(results);
+  std::string t = train_summary_table(s) + split_table(results);
   if (results.contains("backend")) t += twin_table(results);
   const auto& runs = results.at("runs");
   if (runs.is_array() && runs.size() > 1)
     t += fmt::format("({} seeds; ± is the 95% interval of the mean; report compare pairs two variants by seed)\n", runs.size());
-  const TrainSummary s = train_summary_from_json(results);
   t += "\n" + train_summary_legend(s) + "findings:\n";
   for (const std::string& f : train_findings(s)) t += "  - " + f + "\n";
   return t;

@@ -49,11 +49,10 @@ double chaos_of(const json& reference, const std::string& metric, std::string& b
     return 1.0;
   }
   const bool loss = metric == "final_loss" || metric == "heldout_loss" || metric == "loss_gap" || metric == "heldout_loss_gap";
-  if (!loss || !reference.contains("series")) return -1;
-  const json& series = reference.at("series");
-  if (!series.contains("chaos_loss") || series.at("chaos_loss").empty()) return -1;
-  basis = "|training loss of the one-ulp-perturbed reference - reference's| at the last logged step";
-  return std::fabs(read_number(series.at("chaos_loss").back()) - read_number(series.at("loss").back()));
+  if (!loss) return -1;
+  const double chaos = reference_loss_chaos(reference);
+  if (chaos >= 0) basis = "|training loss of the one-ulp-perturbed reference - reference's| at the last logged step";
+  return chaos;
 }
 
 json json_numbers(const std::vector<double>& v) {
@@ -100,6 +99,13 @@ RecipeComparison compare_recipes(const json& doc, const std::string& a, const st
   else if (c.chaos_floor >= 0 && std::fabs(c.mean) <= c.chaos_floor) c.verdict = CompareVerdict::kChaosFloor;
   else c.verdict = CompareVerdict::kDifferent;
   return c;
+}
+
+double reference_loss_chaos(const json& reference) {
+  if (!reference.contains("series")) return -1;
+  const json& series = reference.at("series");
+  if (!series.contains("chaos_loss") || series.at("chaos_loss").empty()) return -1;
+  return std::fabs(read_number(series.at("chaos_loss").back()) - read_number(series.at("loss").back()));
 }
 
 const char* verdict_name(CompareVerdict v) {

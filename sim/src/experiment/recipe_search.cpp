@@ -71,9 +71,10 @@ std::vector<std::pair<std::string, double>> search_parts(const TrainConfig& c) {
 
 Recipe with_layer_format(const Recipe& base, const std::string& part, const SearchFormat& f) {
   std::string err;
-  const bool mx = block_scaled(*parse_format(f.name, &err));  // search_formats checked the name
-  const OperandSpec op{TensorFormat{f.name, Rounding::kNearestEven, *parse_format(f.name, &err)},
-                       mx ? Scaling::kMx : Scaling::kNone, mx ? kMxBlock : 0};
+  const Format fmt = *parse_format(f.name, &err);  // search_formats checked the name
+  const bool mx = block_scaled(fmt);
+  const OperandSpec op{TensorFormat{f.name, Rounding::kNearestEven, fmt}, mx ? Scaling::kMx : Scaling::kNone,
+                       mx ? kMxBlock : 0};
   auto values = std::make_shared<Recipe>(base);
   values->parts.clear();
   values->forward.a = values->forward.b = values->dgrad.b = values->wgrad.b = op;

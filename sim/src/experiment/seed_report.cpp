@@ -9,7 +9,6 @@
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/experiment/runner.h"
-#include "precsim/sim/experiment/train_findings.h"
 #include "precsim/formats/block_scaling.h"
 
 namespace precsim {
@@ -107,9 +106,8 @@ std::vector<VariantAggregate> aggregate_variants(const std::vector<Recipe>& reci
 
 // at() rather than [] throughout: the table is also printed from a report read back from disk
 // (report summary), where a missing key must throw, not read past the object.
-std::string summary_table(const nlohmann::json& results) {
-  std::string t = train_summary_table(train_summary_from_json(results));
-  // Split variants: the error the split alone adds, and the activation memory it saves.
+std::string split_table(const nlohmann::json& results) {
+  std::string t;
   bool any_split = false;
   for (const auto& v : results.at("variants"))
     any_split |= v.contains("split") && v.at("split").at("workers").get<int>() * v.at("split").at("micro_batches").get<int>() > 1;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "precsim/reports/report.h"
+#include "precsim/sim/analysis/recipe_compare.h"
 
 namespace precsim {
 namespace {
@@ -135,10 +136,8 @@ TrainSummary train_summary_from_json(const json& results) {
     s.ref_heldout_accuracy += read_number(ref.at("heldout_accuracy")) / s.seeds;
     if (ref.contains("evals") && ref.at("evals").contains("heldout_accuracy"))
       for (const auto& a : ref.at("evals").at("heldout_accuracy")) s.classification |= read_number(a) > 0;
-    if (ref.contains("series") && ref.at("series").contains("chaos_loss") &&
-        !ref.at("series").at("chaos_loss").empty()) {
-      const json& ser = ref.at("series");
-      chaos += std::fabs(read_number(ser.at("chaos_loss").back()) - read_number(ser.at("loss").back()));
+    if (const double c = reference_loss_chaos(ref); c >= 0) {
+      chaos += c;
       ++with_series;
     }
   }

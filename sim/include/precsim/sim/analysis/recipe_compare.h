@@ -38,6 +38,10 @@ RecipeComparison compare_recipes(const nlohmann::json& doc, const std::string& a
                                  const std::string& metric);
 
 std::string format_comparison(const RecipeComparison& c);
+// The loss chaos floor of one seed: |chaos_loss - loss| of a run's reference at its last logged
+// step (the one-ulp-perturbed control is never evaluated on held-out data, so its training loss
+// stands in for every loss metric); -1 when the reference has no such series.
+double reference_loss_chaos(const nlohmann::json& reference);
 // The comparison as JSON (report compare --json): a, b, metric, seeds, value_a, value_b, diff,
 // mean, ci95 [lo, hi] (null with one seed), chaos_floor (null when the metric has none),
 // chaos_basis, verdict (one-seed | seed-noise | chaos-floor | different) and verdict_text.

@@ -94,7 +94,8 @@ MemoryEstimate memory_estimate(const Recipe& r, const MlpLayout& l, const Optimi
 // the recipe's activation and scores formats (LayerNorm outputs FP32 under autocast).
 MemoryEstimate memory_estimate(const Recipe& r, const TransformerLayout& l, const OptimizerConfig& o, int batch);
 
-// The summary table (one row per variant) as text.
-std::string summary_table(const nlohmann::json& results);
+// Split variants' table (the error the split alone adds, the activation memory it saves) as
+// text; "" when no variant is split. The variant table itself is train_findings.h's.
+std::string split_table(const nlohmann::json& results);
 
 }  // namespace precsim
