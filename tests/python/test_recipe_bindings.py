@@ -65,8 +65,8 @@ def test_emulate_takes_a_recipe():
     x = torch.randn(16, 8, generator=torch.Generator().manual_seed(2))
     outs = []
     for r in _forms("nvfp4").values():
-        with pt.emulate(model, r, seed=1):
-            assert [m.recipe.to_dict()["gemm"]["forward"]["a"]["format"] for m in model[::2]] == ["e2m1", "e2m1", "bf16"]
+        with pt.emulate(model, r, seed=1) as e:
+            assert [e.recipe_of(n).to_dict()["gemm"]["forward"]["a"]["format"] for n in "024"] == ["e2m1", "e2m1", "bf16"]
             outs.append(model(x).detach().numpy().tobytes())
     assert outs[0] == outs[1] == outs[2]
 

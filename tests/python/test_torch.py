@@ -121,12 +121,18 @@ def test_linear_and_matmul_products():
 
 def test_emulate_selects_and_undoes():
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    before = [type(m) for m in model]
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(3))
+    native = model(x)
     with pt.emulate(model, "nvfp4", layers=["2"]) as e:
-        assert e.layers == ["2"] and isinstance(model[2], pt.Linear) and type(model[0]) is torch.nn.Linear
-        assert model[2].weight is e.swaps[0][3].weight  # parameters shared, not copied
-    assert [type(m) for m in model] == before
-    with pytest.raises(ValueError, match="not nn.Linear modules"):
-        pt.emulate(model, "fp32", layers=["1"])
+        assert e.layers == ["2"] and e.recipe_of("0") is None
+        # Only module 2's product is emulated; it keys as layer 1 (the second module owning
+        # parameters) and takes the last layer's recipe (nvfp4 keeps it in BF16).
+        assert e.recipe_of("2").to_dict()["gemm"]["forward"]["a"]["format"] == "bf16"
+        alone = pt.Linear.from_linear(model[2], e.recipe_of("2"), layer=1)
+        assert torch.equal(model(x), alone(torch.tanh(model[0](x))))
+    assert [type(m) for m in model] == [torch.nn.Linear, torch.nn.Tanh, torch.nn.Linear]
+    assert torch.equal(model(x), native)
+    with pytest.raises(ValueError, match=r"layers \['9'\] are not modules of the model; the model's modules are: '', '0'"):
+        pt.emulate(model, "fp32", layers=["9"])
     with pytest.raises(ValueError, match="on meta|on cuda|precsim.torch computes on CPU"):
         pt.quantize(torch.ones(2, device="meta"), "bf16")

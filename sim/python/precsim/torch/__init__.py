@@ -1,5 +1,5 @@
 """precsim for PyTorch (CPU tensors): fake quantization with straight-through gradients, Linear and
-matmul computed as a precsim recipe says, emulate() for any model's nn.Linear modules, the MLP
+matmul computed as a precsim recipe says, emulate() for every matrix product of any model, the MLP
 trainer's cross-entropy, and a DDP communication hook reducing as precsim's all-reduce. torch is
 imported only here; every number comes from precsim's C++ engine."""
 try:
@@ -10,7 +10,9 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 from ._autograd import block_quantize, cross_entropy, quantize
 from ._ddp import allreduce_hook
-from ._linear import Emulation, Linear, emulate, matmul
+from ._coverage import Coverage
+from ._emulate import Emulation, emulate
+from ._linear import Linear, matmul
 
-__all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation",
+__all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation", "Coverage",
            "allreduce_hook"]

@@ -1,8 +1,9 @@
 """Linear layers and matrix products computed as a precsim recipe says (the recipe names and keys
-of `precsim train`), and emulate(), which puts them in place of a model's nn.Linear modules."""
+of `precsim train`), as modules and functions of their own; emulate() (_emulate.py) intercepts a
+whole model's products instead."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -126,57 +127,3 @@ def matmul(a: torch.Tensor, b: torch.Tensor, recipe: RecipeLike = "fp32", *, see
     formats and scaling along K, accumulation model); the products are not rounded further.
     recipe: a precsim.Recipe, a preset name or a recipe dict."""
     return _MatmulFn.apply(a, b, _engine(as_recipe(recipe), seed, layer), step)
-
-
-class Emulation:
-    """What emulate() replaced; undo() puts the original modules back (also on leaving a with-block)."""
-
-    def __init__(self, model: nn.Module, swaps: list) -> None:
-        self.model, self.swaps = model, swaps
-
-    @property
-    def layers(self) -> List[str]:
-        return [name for name, _, _, _ in self.swaps]
-
-    def undo(self) -> None:
-        for _, parent, attr, original in reversed(self.swaps):
-            setattr(parent, attr, original)
-        self.swaps = []
-
-    def __enter__(self) -> Emulation:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.undo()
-
-
-def emulate(model: nn.Module, recipe: RecipeLike, *,
-            layers: Union[None, Iterable[str], Callable[[str, nn.Module], bool]] = None, seed: int = 0) -> Emulation:
-    """Replaces every nn.Linear of model (or those whose qualified names are in `layers`, or for
-    which `layers(name, module)` is true) by a precsim.torch.Linear under `recipe` (a
-    precsim.Recipe, a preset name or a recipe dict) sharing its parameters; layer i in module order
-    keys stochastic rounding as layer i of `precsim train`'s MLP and takes layer i's recipe (keep_bf16_layers and per-layer `layers` keys count the model's
-    nn.Linear modules in module order). Returns an Emulation whose undo() restores the model."""
-    recipe = as_recipe(recipe)  # fails before the model is touched
-    wanted = layers if callable(layers) else (None if layers is None else set(layers))
-    if type(model) is nn.Linear:
-        raise ValueError("model is itself an nn.Linear: use precsim.torch.Linear.from_linear(model, recipe)")
-    found = [(name, mod) for name, mod in model.named_modules() if type(mod) is nn.Linear]
-    if isinstance(wanted, set):
-        missing = wanted - {name for name, _ in found}
-        if missing:
-            raise ValueError(f"layers {sorted(missing)} are not nn.Linear modules of the model; "
-                             f"those are: {[name for name, _ in found]}")
-    # Per-part keys (keep_bf16_layers, layers) count the model's nn.Linear modules in module order,
-    # as precsim train counts its MLP's layers: the published nvfp4 keeps the last ones in BF16.
-    per_layer = recipe.layer_recipes(len(found)) if found else []
-    swaps = []
-    for index, (name, mod) in enumerate(found):
-        if wanted is not None and not (wanted(name, mod) if callable(wanted) else name in wanted):
-            continue
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        layer_recipe = per_layer[index] if per_layer else recipe
-        setattr(parent, attr, Linear.from_linear(mod, layer_recipe, seed=seed, layer=index))
-        swaps.append((name, parent, attr, mod))
-    return Emulation(model, swaps)
