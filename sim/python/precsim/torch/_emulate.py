@@ -81,7 +81,8 @@ def _attention_recipe(r: Recipe) -> Recipe:
         return r
     spec = {"format": d["activations"]["format"], "rounding": "nearest-even", "scaling": "none", "block": 0}
     gemm = {p: {"a": spec, "b": spec, "accum": d["gemm"][p]["accum"]} for p in ("forward", "dgrad", "wgrad")}
-    return r.replace(gemm=gemm, rht=False, sr_gradients=False, weights_2d=False)
+    return r.replace(gemm=gemm, rht=False, sr_gradients=False, weights_2d=False, four_over_six=False,
+                     mx_scale_rule="floor")
 
 
 class Emulation:

@@ -97,9 +97,11 @@ def make_plan(model: nn.Module, recipe: Any, layers: Layers, filter_fn: Any) -> 
     selected = [n for n, m in named if _owns_matrix(m) and base[n] is not None]
     if not any(r is not None for r in base.values()):
         raise ValueError(f"nothing to emulate: the selection leaves out every module; {_names_message(names)}")
-    if not any(_owns_matrix(m) for _, m in named):
-        raise ValueError(f"nothing to emulate: {type(model).__name__} has no matrix parameters (no Linear, "
-                         f"convolution or embedding)")
+    # A module of the user's own may multiply in its forward; torch's built-in ones without a
+    # matrix weight (activations, norms, pooling, containers) never do.
+    if not any(_owns_matrix(m) or not type(m).__module__.startswith("torch.nn.") for _, m in named):
+        raise ValueError(f"nothing to emulate: {type(model).__name__} has no module with matrix products (no "
+                         f"Linear, convolution, embedding or module of its own)")
     return Plan(base, index, selected)
 
 
