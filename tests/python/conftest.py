@@ -59,3 +59,14 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 0 and skipped:
         print(f"\nprecsim: {skipped} test(s) skipped; exit 77 so that CTest reports python_test as skipped")
         session.exitstatus = 77
+
+
+@pytest.fixture
+def one_engine_thread():
+    """precsim's engine on one thread for the test (results do not depend on it): the torch tests'
+    products are tiny, and on a busy machine each parallel region waits for a free core."""
+    import precsim
+    before = precsim.get_num_threads()
+    precsim.set_num_threads(1)
+    yield
+    precsim.set_num_threads(before)

@@ -12,6 +12,7 @@ from conftest import need
 torch = need("torch")
 pt = need("precsim.torch")
 nn, F = torch.nn, torch.nn.functional
+pytestmark = pytest.mark.usefixtures("one_engine_thread")
 
 G = torch.Generator().manual_seed(7)
 EPS32 = 2.0 ** -24
