@@ -87,6 +87,18 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null
   timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${mmasim_pins[@]}" >/dev/null 2>&1 ||
     echo "setup: ${mmasim_pins[*]} could not be installed from PyPI; the MMA-Sim oracle test fails under scripts/test.sh" >&2
 fi
+# transformers and torchvision: test dependencies only (tests/python/test_torch_intercept_models.py
+# builds GPT-2, Llama, BERT, Mixtral and ResNet-18 from configs and checks that emulate() covers their
+# matrix products). torchvision 0.29.2 takes torch >= 2.14, so torch stays the pinned one; the
+# compiled dependencies of transformers are pinned too. Best effort, after torch: without them
+# those tests are skipped, or fail under scripts/test.sh.
+model_pins=("transformers==4.57.6" "torchvision==0.29.2" "tokenizers==0.22.2" "safetensors==0.8.0"
+            "huggingface_hub==0.36.2" "regex==2026.11.19" "hf-xet==1.8.0")
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null &&
+   ! "$venv/bin/python" -c "import transformers, torchvision, sys; sys.exit(transformers.__version__ != '${model_pins[0]#transformers==}' or torchvision.__version__.split('+')[0] != '${model_pins[1]#torchvision==}')" 2>/dev/null; then
+  timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${model_pins[@]}" >/dev/null 2>&1 ||
+    echo "setup: some of ${model_pins[*]} could not be installed from PyPI; the model coverage tests fail under scripts/test.sh" >&2
+fi
 # The package: CMake builds it in build/ (target precsim_python, the same libraries and objects as
 # the CLI, so nothing is compiled twice) and a .pth file puts build/python on the venv's path. Only
 # when `import precsim` fails; later builds of build/ keep it current. `pip install .` installs a
