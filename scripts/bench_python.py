@@ -1,7 +1,9 @@
 """The Python section of scripts/bench.sh: precsim.quantize on 2^24 float32 from Python against the
 thinnest call of the same C++ kernel (the bare binding) and against quantize_bench's C++ figure from
 the same run when there is one; against ml_dtypes' astype round trip; precsim.torch.Linear under
-bf16-amp (forward and backward, 1024x1024, batch 256) against torch's own float32 nn.Linear; and
+bf16-amp (forward and backward, 1024x1024, batch 256) against torch's own float32 nn.Linear; a
+Hugging Face Llama training step under precsim.torch.emulate (bf16-amp, mxfp8, the h100
+accumulation model) against torch's own FP32 step, one thread each; and
 np.copyto of the same array, the memory-bandwidth floor of any one-pass quantizer.
 Every ratio's two sides are measured interleaved (one call of each in turn, REPS rounds), so that
 a change of the machine's load reaches both; each side's fastest round counts (the best estimate on
@@ -98,11 +100,58 @@ def linear_rows(res):
     res["linear"] = {**t, "torch_threads": torch.get_num_threads(), "precsim_threads": precsim.get_num_threads()}
 
 
+def emulate_rows(res):
+    """A Hugging Face Llama training step (forward, loss, backward) under precsim.torch.emulate, every
+    product intercepted, against the same step in torch's FP32; torch and precsim on one thread."""
+    try:
+        import torch
+        import transformers
+
+        import precsim.torch as pt
+    except ImportError as e:
+        res["emulate"] = {"skipped": str(e)}
+        return
+    threads = torch.get_num_threads(), precsim.get_num_threads()
+    torch.set_num_threads(1)
+    precsim.set_num_threads(1)
+    torch.manual_seed(0)
+    c = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4, hidden_size=256,
+                                 intermediate_size=688, vocab_size=1024, max_position_embeddings=128)
+    model = transformers.LlamaForCausalLM(c)
+    ids = torch.randint(0, 1024, (4, 64))
+
+    def step():
+        model.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+
+    h100 = precsim.Recipe.preset("bf16-amp").replace(gemm={p: {"accum": "h100"} for p in ("forward", "dgrad", "wgrad")})
+    rows = {"torch_fp32_s": interleaved({"s": step}, 3)["s"]}
+    for name, recipe in (("bf16-amp", "bf16-amp"), ("mxfp8", "mxfp8"), ("bf16-amp+h100", h100)):
+        with pt.emulate(model, recipe):
+            step()  # the engines of each product are made on the first step
+            rows[name] = interleaved({"s": step}, 3)["s"]
+    torch.set_num_threads(threads[0])
+    precsim.set_num_threads(threads[1])
+    res["emulate"] = rows
+
+
+def print_emulate(rows):
+    if "skipped" in rows:
+        print(f"\nprecsim.torch.emulate: skipped ({rows['skipped']})")
+        return
+    print("\n## Python: a Llama training step under emulate (2 layers, 256 wide, 4 x 64 tokens, one thread)\n")
+    print("| step | seconds | x torch float32 |\n|---|---|---|")
+    for k, v in rows.items():
+        print(f"| {'torch float32' if k == 'torch_fp32_s' else 'emulate ' + k} | {v:.3f} | "
+              f"{v / rows['torch_fp32_s']:.2f} |")
+
+
 def main():
     out, qbench = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
     res = {"quantize": [], "loadavg_start": os.getloadavg(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     quantize_rows(res, qbench)
     linear_rows(res)
+    emulate_rows(res)
     res["loadavg_end"] = os.getloadavg()
     json.dump(res, open(out, "w"), indent=1)
     load = " / ".join(f"{a:.1f}" for a in res["loadavg_start"]) + " at the start, " + \
@@ -130,6 +179,7 @@ def main():
         print(f"| torch.nn.Linear float32 | {lin['torch_fp32_s']:.4f} | 1.00 |")
         print(f"| precsim.torch.Linear bf16-amp | {lin['precsim_bf16_amp_s']:.4f} | "
               f"{lin['precsim_bf16_amp_s'] / lin['torch_fp32_s']:.2f} |")
+    print_emulate(res["emulate"])
 
 
 main()

@@ -120,6 +120,33 @@ def test_coverage_counts_what_is_not_emulated():
     assert "not emulated: bmm in <root> (einsum is not intercepted)" in str(e.coverage())
 
 
+class Others(nn.Module):
+    """Layers whose products precsim does not take: each must still be counted."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha, self.lstm = nn.MultiheadAttention(16, 2, batch_first=True), nn.LSTM(16, 8, batch_first=True)
+        self.gru, self.up = nn.GRU(8, 8, batch_first=True), nn.ConvTranspose1d(8, 4, 3)
+
+    def forward(self, x):
+        a = self.lstm(self.mha(x, x, x)[0])[0]
+        return self.up(self.gru(a)[0].transpose(1, 2))
+
+
+def test_layers_precsim_does_not_take_are_counted():
+    m = Others()
+    with pt.emulate(m, "bf16-amp") as e:
+        m(torch.randn(2, 5, 16))
+    got = {(r.module, r.op): (r.reason, r.flops) for r in e.coverage().not_emulated()}
+    rows = 2 * 5
+    assert got[("lstm", "lstm")] == ("recurrent layers are not intercepted", 2 * rows * (4 * 8 * 16 + 4 * 8 * 8))
+    # torch's formula for a transposed convolution: per input position (5), in x out x kernel
+    assert got[("up", "convolution")] == ("conv_transpose1d is not intercepted", 2 * 2 * 5 * 8 * 4 * 3)
+    assert got[("mha", "mm")][0] == "multi_head_attention_forward is not intercepted"
+    assert sum(f for (mod, _), (_, f) in got.items() if mod == "gru") == 2 * rows * (3 * 8 * 8 * 2)
+    assert e.coverage().fraction == 0.0
+
+
 def test_bad_input_is_named():
     model = Tiny()
     with pytest.raises(ValueError, match=r"module pattern 'blocks.\*.mlp' matches no module; the model's modules "

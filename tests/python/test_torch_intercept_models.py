@@ -1,6 +1,6 @@
 """emulate() on Hugging Face models built from tiny configs with random init (GPT-2, whose linear
 layers are transformers' Conv1D; Llama with grouped-query attention; BERT; Mixtral, a mixture of
-experts) and torchvision's ResNet-18: at least 99% of the matrix FLOPs of a training step emulated,
+experts) and torchvision's ResNet-18: every matrix FLOP of a training step emulated (the issue asks 99%),
 by the coverage table and by torch's own FlopCounterMode, which sees only the products precsim did
 not take (emulated ones run in precsim's engine, not in aten)."""
 import pytest
@@ -54,7 +54,7 @@ def step(model, inputs):
 
 
 @pytest.mark.parametrize("build", [gpt2, llama, bert, mixtral, resnet18], ids=lambda f: f.__name__)
-def test_at_least_99_percent_of_the_matrix_flops_are_emulated(build):
+def test_every_matrix_flop_of_a_step_is_emulated(build):
     torch.manual_seed(0)
     model, inputs = build()
     with FlopCounterMode(display=False) as native:
@@ -67,8 +67,9 @@ def test_at_least_99_percent_of_the_matrix_flops_are_emulated(build):
     cov = e.coverage()
     print(f"\n{build.__name__}: {100 * cov.fraction:.2f}% of {cov.total_flops} forward matrix FLOPs emulated; "
           f"FlopCounterMode: {rest.get_total_flops()} of {native.get_total_flops()} forward+backward FLOPs in aten")
-    assert cov.fraction >= 0.99 and cov.total_flops > 0, str(cov)
-    assert rest.get_total_flops() <= 0.01 * native.get_total_flops()
+    # The issue asks for 99%; these pinned models reach all of it (docs/torch-coverage.md's table).
+    assert cov.fraction == 1.0 and cov.total_flops > 0, str(cov)
+    assert rest.get_total_flops() == 0 and native.get_total_flops() > 0
     assert cov.total_flops == forward.get_total_flops()  # the table counts the forward products as torch does
 
 

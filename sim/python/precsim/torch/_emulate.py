@@ -56,6 +56,21 @@ def _remove_hooks() -> None:
             _HOOKS.pop().remove()
 
 
+# nn.LSTM, nn.GRU and nn.RNN: some of torch's CPU kernels (LSTM's) multiply without dispatching aten
+# matrix ops, so the dispatch counter would not see them; those are counted by formula instead.
+_RECURRENT = {torch._VF.lstm, torch._VF.gru, torch._VF.rnn_tanh, torch._VF.rnn_relu}
+
+
+def _recurrent_flops(args: Any) -> int:
+    """2 x rows x the weight matrices' sizes, for the (input, hx, weights, ...) form (rows: time steps
+    x batch); 0 for packed sequences, whose rows precsim does not work out."""
+    x, weights = args[0], args[2] if len(args) > 2 else None
+    if not isinstance(x, torch.Tensor) or not isinstance(weights, (list, tuple)):
+        return 0
+    rows = x.numel() // max(x.shape[-1], 1)
+    return 2 * rows * sum(w.numel() for w in weights if isinstance(w, torch.Tensor) and w.dim() == 2)
+
+
 class _ProductMode(TorchFunctionMode):
     def __init__(self, emu: Emulation) -> None:
         super().__init__()
@@ -65,6 +80,8 @@ class _ProductMode(TorchFunctionMode):
         kwargs = kwargs or {}
         entry = HANDLERS.get(func)
         if entry is None:
+            if func in _RECURRENT:
+                return self.emu._recurrent(func, args, kwargs)
             return self.emu._fallback(func, args, kwargs, None)
         name, handler = entry
         try:
@@ -183,6 +200,15 @@ class Emulation:
         if reason is None:
             reason = f"{getattr(func, '__name__', func)} is not intercepted" if func is not None else "outside torch functions"
         self._coverage.add(fqn, op, flops, False, reason)
+
+    def _recurrent(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """A recurrent layer in torch; counted by formula when its kernel dispatched no matrix op."""
+        before = self._coverage.total_flops
+        out = self._fallback(func, args, kwargs, None)
+        if self._coverage.total_flops == before:
+            self._coverage.add(self._stack[-1][0], func.__name__, _recurrent_flops(args), False,
+                               "recurrent layers are not intercepted")
+        return out
 
     def _fallback(self, func: Any, args: Any, kwargs: Any, reason: Optional[str]) -> Any:
         before, self._reason = self._reason, (func, reason)

@@ -95,14 +95,24 @@ def make_plan(model: nn.Module, recipe: Any, layers: Layers, filter_fn: Any) -> 
     owners = [n for n, m in named if any(p is not None for p in m._parameters.values())]
     index = {n: i for i, n in enumerate(owners + [n for n in names if n not in set(owners)])}
     selected = [n for n, m in named if _owns_matrix(m) and base[n] is not None]
-    if not any(r is not None for r in base.values()):
-        raise ValueError(f"nothing to emulate: the selection leaves out every module; {_names_message(names)}")
+    _check_something(model, named, base, names)
+    return Plan(base, index, selected)
+
+
+def _may_multiply(m: nn.Module) -> bool:
     # A module of the user's own may multiply in its forward; torch's built-in ones without a
     # matrix weight (activations, norms, pooling, containers) never do.
-    if not any(_owns_matrix(m) or not type(m).__module__.startswith("torch.nn.") for _, m in named):
-        raise ValueError(f"nothing to emulate: {type(model).__name__} has no module with matrix products (no "
-                         f"Linear, convolution, embedding or module of its own)")
-    return Plan(base, index, selected)
+    return _owns_matrix(m) or not type(m).__module__.startswith("torch.nn.")
+
+
+def _check_something(model: nn.Module, named: list, base: Dict[str, Optional[Recipe]], names: List[str]) -> None:
+    covered = [n for n, m in named if base[n] is not None]
+    if not covered:
+        raise ValueError(f"nothing to emulate: the selection leaves out every module; {_names_message(names)}")
+    if not any(_may_multiply(m) for n, m in named if base[n] is not None):
+        what = f"{type(model).__name__} has" if len(covered) == len(names) else f"the selected modules {covered} have"
+        raise ValueError(f"nothing to emulate: {what} no module with matrix products (no Linear, convolution, "
+                         f"embedding or module of its own); {_names_message(names)}")
 
 
 def _per_layer(base: Dict[str, Optional[Recipe]], blocks: List[str], weight_mods: List[str]) -> None:
