@@ -161,6 +161,36 @@ def test_fp32_recipe_against_torch_within_float32_rounding():
         assert torch.allclose(mod.weight.grad, ref_wgrad, rtol=1e-5, atol=1e-5)
 
 
+def test_transposed_convolutions():
+    """conv_transpose is the direct convolution of the stride-spread input with the flipped kernel:
+    under mxfp8 the same bits as the intercepted conv2d on that input; under fp32 torch's result
+    within rounding."""
+    x, up = randn(2, 4, 5, 6), nn.ConvTranspose2d(4, 6, 3, stride=1, padding=0)
+    with pt.emulate(up, "mxfp8"):
+        y = up(x)
+    direct = nn.Conv2d(4, 6, 3, padding=2)
+    with torch.no_grad():
+        direct.weight.copy_(up.weight.transpose(0, 1).flip(2, 3))
+        direct.bias.copy_(up.bias)
+    with pt.emulate(direct, "mxfp8"):
+        assert bits(y) == bits(direct(x))
+    mods = [nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dilation=2),
+            nn.ConvTranspose2d(4, 6, 3, stride=2, padding=2), nn.ConvTranspose3d(2, 3, 2, stride=(1, 2, 1))]
+    for mod, x in zip(mods, (randn(2, 4, 7), randn(2, 4, 5, 6), randn(1, 2, 3, 4, 5))):
+        xg = x.clone().requires_grad_()
+        ref = mod(xg)
+        ref.sum().backward()
+        ref_grad, ref_wgrad = xg.grad.clone(), mod.weight.grad.clone()
+        mod.weight.grad = xg.grad = None
+        with pt.emulate(mod, "fp32") as e:
+            ours = mod(xg)
+            ours.sum().backward()
+        assert ours.shape == ref.shape and torch.allclose(ours, ref, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(xg.grad, ref_grad, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(mod.weight.grad, ref_wgrad, rtol=1e-5, atol=1e-5)
+        assert e.coverage().fraction == 1.0
+
+
 def _ref_attention(q, k, v, mask, scale):
     """bf16-amp attention: Q K^T and P V with operands in BF16 (attention.products high), scores and
     probabilities rounded to BF16, softmax in FP32."""

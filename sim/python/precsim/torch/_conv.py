@@ -65,3 +65,31 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: Any, stride: Any, padding: Any, di
     y = ys[0] if groups == 1 else torch.cat(ys, dim=-1)
     y = y.reshape(n, *out_size, c_out).permute(0, nd + 1, *range(1, nd + 1)).contiguous()
     return (y.squeeze(0) if unbatched else y), 2 * rows * c_out * cg * kvol
+
+
+def conv_transpose(x: torch.Tensor, w: torch.Tensor, b: Any, stride: Any, padding: Any, output_padding: Any,
+                   groups: int, dilation: Any, nd: int, linear: Callable[..., torch.Tensor]) -> Tuple[torch.Tensor, int]:
+    """F.conv_transpose{nd}d as the direct convolution it equals: the input spread out by the stride
+    (zeros between), padded by dilation (k - 1) - padding (cropped where negative), the kernel
+    flipped with in and out channels swapped per group. The zeros enter the emulated GEMM's K as
+    exact zero products. Returns (y, forward FLOPs as torch counts them: per input position)."""
+    unbatched = x.dim() == nd + 1
+    if unbatched:
+        x = x.unsqueeze(0)
+    kernel = tuple(w.shape[2:])
+    stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    pad, out_pad = _tuple(padding, nd, "padding"), _tuple(output_padding, nd, "output_padding")
+    n, c_in, positions = x.shape[0], x.shape[1], math.prod(x.shape[2:])
+    if any(s > 1 for s in stride):
+        spread = x.new_zeros(n, c_in, *[(s - 1) * st + 1 for s, st in zip(x.shape[2:], stride)])
+        spread[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in stride)] = x
+        x = spread
+    pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip(kernel, dilation, pad, out_pad)]
+    flat = [q for pair in reversed(pads) for q in pair]
+    if any(flat):
+        x = F.pad(x, flat)
+    og = w.shape[1]
+    wd = w.reshape(groups, c_in // groups, og, *kernel).transpose(1, 2).reshape(groups * og, c_in // groups, *kernel)
+    y, _ = conv(x, wd.flip(list(range(2, 2 + nd))), b, 1, 0, dilation, groups, nd, linear)
+    flops = 2 * n * positions * c_in * og * math.prod(kernel)
+    return (y.squeeze(0) if unbatched else y), flops

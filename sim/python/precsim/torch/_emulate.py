@@ -1,9 +1,9 @@
 """emulate(): every matrix product of a model through a precsim recipe, intercepted below the module
 level. Global module hooks keep a stack of the model's modules as they run; while one runs, a
-TorchFunctionMode routes linear, mm, addmm, bmm, baddbmm, matmul, conv1d-3d, scaled_dot_product_attention
-and embedding through the recipe engine (_handlers.py), and a dispatch mode counts the matrix ops that
-still reach aten (_coverage.py). The model itself is not changed: deepcopy, pickle and state_dict see
-a plain torch model, and undo() only forgets it.
+TorchFunctionMode routes linear, mm, addmm, bmm, baddbmm, matmul, conv1d-3d and their transposes,
+scaled_dot_product_attention and embedding through the recipe engine (_handlers.py), and a
+dispatch mode counts the matrix ops that still reach aten (_coverage.py). The model itself is not
+changed: deepcopy, pickle and state_dict see a plain torch model, and undo() only forgets it.
 
 Stochastic-rounding keys: product j of the c-th call of module i (a stable index, _select.py) in a step
 is engine layer i + M (j + 16 c), M the model's module count, so that an MLP's Linear i keys as

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._autograd import quantize
-from ._conv import conv
+from ._conv import conv, conv_transpose
 from ._products import CastWeights, GemmProduct, LinearProduct
 from ._sdpa import sdpa
 
@@ -138,6 +138,19 @@ def _conv_handler(nd: int) -> Callable[..., Any]:
     return handler
 
 
+def _conv_transpose_handler(nd: int) -> Callable[..., Any]:
+    def handler(emu, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        _floats(input, weight, bias)
+        op = f"conv_transpose{nd}d"
+        site = emu._site(op)
+        linear = lambda cols, w2, b2, g: LinearProduct.apply(cols, w2, b2, dataclasses.replace(site, step=site.part_step(g)))
+        y, flops = conv_transpose(input, weight, bias, stride, padding, output_padding, int(groups), dilation, nd,
+                                  linear)
+        emu._count(op, flops)
+        return y
+    return handler
+
+
 def h_sdpa(emu, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     _floats(q, k, v)
     sites = [emu._site("sdpa.qk", attention=True), emu._site("sdpa.pv", attention=True)]
@@ -172,6 +185,9 @@ HANDLERS: Dict[Any, Tuple[str, Callable[..., Any]]] = {
     torch.Tensor.__matmul__: ("matmul", h_matmul), torch.Tensor.__rmatmul__: ("matmul", h_rmatmul),
     F.conv1d: ("conv1d", _conv_handler(1)), F.conv2d: ("conv2d", _conv_handler(2)),
     F.conv3d: ("conv3d", _conv_handler(3)),
+    F.conv_transpose1d: ("conv_transpose1d", _conv_transpose_handler(1)),
+    F.conv_transpose2d: ("conv_transpose2d", _conv_transpose_handler(2)),
+    F.conv_transpose3d: ("conv_transpose3d", _conv_transpose_handler(3)),
     F.scaled_dot_product_attention: ("sdpa", h_sdpa),
     F.embedding: ("embedding", h_embedding),
 }
