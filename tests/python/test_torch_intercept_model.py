@@ -3,9 +3,11 @@ gradient checkpointing does not change, recipes per module pattern and per block
 table, the errors for bad input, and module hygiene (copies, pickling, dtypes, empty batches,
 double backward, a second emulate, undo)."""
 import copy
+import gc
 import io
 import os
 import pickle
+import weakref
 
 import pytest
 
@@ -217,6 +219,12 @@ def test_empty_batches_double_backward_second_emulate_undo_and_repr():
     assert torch.equal(model(IDX), before)
     assert (dict(nn.modules.module._global_forward_hooks), dict(nn.modules.module._global_forward_pre_hooks)) == hooks
     pt.emulate(model, "fp32").undo()  # after undo the model may be emulated again
+    gone = nn.Linear(4, 4)
+    ref = weakref.ref(gone)
+    pt.emulate(gone, "fp32")  # never undone: the emulation must not keep the model alive
+    del gone
+    gc.collect()
+    assert ref() is None
 
 
 def _torch_compile_gives_the_eager_bits():

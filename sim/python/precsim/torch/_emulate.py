@@ -109,7 +109,9 @@ class Emulation:
 
     def __init__(self, model: nn.Module, recipe: RecipeArg, layers: Layers, filter_fn: Any, seed: int) -> None:
         plan = make_plan(model, recipe, layers, filter_fn)
-        self.model, self.seed, self.step = model, int(seed), 0
+        # A weak reference: the registry's values hold this object, and a strong one would keep
+        # every model ever emulated (and never undone) alive through its own weak keys.
+        self._model, self.seed, self.step = weakref.ref(model), int(seed), 0
         self._recipes, self._index, self.layers = plan.recipes, plan.index, plan.weight_modules
         self._modules = len(plan.index)
         self._engines: Dict[Tuple[int, bool], Any] = {}
@@ -122,6 +124,10 @@ class Emulation:
         self._modes: Optional[Tuple[Any, Any]] = None
         self._reason: Tuple[Any, Optional[str]] = (None, None)
         self._register()
+
+    @property
+    def model(self) -> nn.Module:
+        return self._model()
 
     def _register(self) -> None:
         mods = list(self.model.named_modules())
@@ -138,7 +144,7 @@ class Emulation:
         if not self._stack:
             self._backward = torch._C._current_autograd_node() is not None
             self._cur_step = self._last_step if self._backward else self.step
-            if module is self.model and module.training and not self._backward:
+            if module is self._model() and module.training and not self._backward:
                 self._last_step = self.step
             self._modes = (_ProductMode(self), DispatchCounter(self))
             for mode in self._modes:
@@ -158,7 +164,7 @@ class Emulation:
             for mode in reversed(self._modes):
                 mode.__exit__(None, None, None)
             self._modes = None
-            if module is self.model and module.training and not self._backward:
+            if module is self._model() and module.training and not self._backward:
                 self.step = self._last_step + 1
 
     # ---- what the handlers ask ----
