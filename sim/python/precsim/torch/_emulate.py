@@ -6,8 +6,9 @@ dispatch mode counts the matrix ops that still reach aten (_coverage.py). The mo
 changed: deepcopy, pickle and state_dict see a plain torch model, and undo() only forgets it.
 
 Stochastic-rounding keys: product j of the c-th call of module i (a stable index, _select.py) in a step
-is engine layer i + M (j + 16 c), M the model's module count, so that an MLP's Linear i keys as
-`precsim train`'s layer i. Steps count the model's training forwards (or what the user sets in .step);
+is engine layer i + M p(j, c), M the model's module count and p Cantor's pairing ((j + c)(j + c + 1)/2
++ c, 0 for the first product of the first call), so that an MLP's Linear i keys as `precsim train`'s
+layer i. Steps count the model's training forwards (or what the user sets in .step);
 a recomputation inside backward (gradient checkpointing) reuses the step of the last forward."""
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from ._select import Layers, RecipeArg, make_plan
 
 _OWNER: "weakref.WeakKeyDictionary[nn.Module, Tuple[Emulation, str]]" = weakref.WeakKeyDictionary()
 _HOOKS: List[Any] = []
-_ORDINALS = 16       # products one module call may issue with keys of their own
 _LAYERS = 1 << 17    # engine layers with distinct SR tensor ids (sr_keys.h)
 
 
@@ -175,10 +175,10 @@ class Emulation:
         if recipe is None:
             raise Fallback(f"module {fqn or '<root>'!r} is left out by the selection")
         frame[2] += 1
-        layer = self._index[fqn] + self._modules * (j + _ORDINALS * c)
-        if j >= _ORDINALS or layer >= _LAYERS:
-            raise ValueError(f"module {fqn or '<root>'!r}: product {op} is call {c}'s product {j}; precsim keys at "
-                             f"most {_ORDINALS} products per call and {_LAYERS} in all per step")
+        layer = self._index[fqn] + self._modules * ((j + c) * (j + c + 1) // 2 + c)
+        if layer >= _LAYERS:
+            raise ValueError(f"module {fqn or '<root>'!r}: product {op} is call {c}'s product {j}, engine layer "
+                             f"{layer}; precsim keys at most {_LAYERS} per step")
         engine = self._engines.get((layer, attention))
         if engine is None:
             r = self._derive(recipe, "attention", _attention_recipe) if attention else recipe
