@@ -14,3 +14,6 @@ from ._linear import Emulation, Linear, emulate, matmul
 
 __all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation",
            "allreduce_hook"]
+from ._run import Run
+
+__all__ += ["Run"]

@@ -1,0 +1,195 @@
+"""precsim.torch.Run (the recipe's training semantics around a torch optimizer). Expected values come from torch itself (GradScaler, torch.optim, torch's bfloat16
+casts) or from arithmetic written out here, never from the code under test."""
+
+import pytest
+
+import precsim
+from conftest import need
+
+torch = need("torch")
+pt = need("precsim.torch")
+torch.set_num_threads(1)
+
+
+def _bf16(t):
+    """Round to nearest even into BF16 by torch's own cast (an oracle apart from precsim)."""
+    return t.detach().to(torch.bfloat16).to(torch.float32)
+
+
+class _Weights(torch.nn.Module):
+    """One weight vector; loss (w * c).sum() has gradient c exactly."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(w.clone())
+
+    def forward(self, c):
+        return (self.w * c).sum()
+
+
+def _mlp(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+
+def _tiny_loss(out, target):
+    # Output gradients 2^-24 * 2 (out - target) / 128, at most 2^-24 * 0.35 with targets 16 +- 4
+    # away: below half FP16's smallest subnormal (2^-25), so flushed to zero, unless scaled by
+    # fp16-amp's 2^16, which puts them near 2^-10, far from FP16's underflow.
+    return 2.0 ** -24 * torch.nn.functional.mse_loss(out, target)
+
+
+def _batches(n=4, seed=123):
+    # Targets about 16 above the outputs: no output gradient comes near zero, scaled or not.
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(32, 8, generator=g), 16 + torch.randn(32, 4, generator=g)) for _ in range(n)]
+
+
+def _train(recipe, steps=3, model=None, opt_fn=lambda ps: torch.optim.SGD(ps, lr=0.1)):
+    model = _mlp() if model is None else model
+    pt.emulate(model, recipe)
+    opt = opt_fn(model.parameters())
+    run = pt.Run(model, recipe, opt)
+    for x, y in _batches(steps):
+        opt.zero_grad()
+        loss = _tiny_loss(model(x), y)
+        with run.step():
+            loss.backward()
+    return model, run
+
+
+def test_fp16_amp_keeps_the_gradients_fp16_noscale_flushes():
+    _, fp32 = _train("fp32", steps=1)
+    amp_model, amp = _train("fp16-amp", steps=1)
+    _, noscale = _train("fp16-noscale", steps=1)
+    assert all(bool((p.grad == 0).all()) for p in noscale._params)  # every gradient flushed to zero
+    for g, ref in zip((p.grad for p in amp._params), (p.grad for p in fp32._params)):
+        assert float((g - ref).norm() / ref.norm()) < 1e-2  # kept, to FP16's precision
+    assert amp.last["loss_scale"] == 65536.0 and noscale.last["loss_scale"] == 1.0
+
+
+def test_loss_scale_and_skipped_steps_follow_grad_scaler():
+    keys = {"mode": "dynamic", "init_scale": 1024.0, "growth_factor": 4.0, "backoff_factor": 0.25,
+            "growth_interval": 2}
+    recipe = precsim.Recipe.preset("fp32").replace(loss_scaling=keys)
+    w0 = torch.linspace(-1, 1, 16)
+    ours, theirs = _Weights(w0), _Weights(w0)
+    opt_a, opt_b = torch.optim.SGD(ours.parameters(), lr=0.5), torch.optim.SGD(theirs.parameters(), lr=0.5)
+    run = pt.Run(ours, recipe, opt_a)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_factor=4.0, backoff_factor=0.25,
+                                  growth_interval=2)
+    for step in range(8):
+        c = torch.full((16,), 1e-3) * (step + 1)
+        if step in (3, 4):
+            c[5] = float("inf")  # an overflowing gradient: the step is skipped
+        before = ours.w.detach().clone()
+        opt_a.zero_grad()
+        with run.step():
+            ours(c).backward()
+        opt_b.zero_grad()
+        scaler.scale(theirs(c)).backward()
+        scaler.step(opt_b)
+        scaler.update()
+        assert run.loss_scale == scaler.get_scale(), step
+        assert torch.equal(ours.w, theirs.w), step
+        assert run.last["skipped"] == (step in (3, 4))
+        if run.last["skipped"]:
+            assert torch.equal(ours.w, before)
+    assert run.skipped_steps == 2
+
+
+def test_skipped_step_backs_off_by_the_recipe_factor():
+    recipe = precsim.Recipe.preset("fp16-amp").replace(loss_scaling={"init_scale": 2.0 ** 40, "backoff_factor": 0.125})
+    model = _mlp()
+    w0 = [p.detach().clone() for p in model.parameters()]
+    pt.emulate(model, recipe)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    run = pt.Run(model, recipe, opt)
+    x, y = _batches(1)[0]
+    opt.zero_grad()
+    with run.step():  # 2^40 times the loss gradient overflows FP16 (max 65504)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+    assert run.last["found_inf"] and run.last["skipped"]
+    assert run.loss_scale == 2.0 ** 37
+    # unchanged: still the initial FP32 weights cast into FP16 (the compute copy of the master)
+    assert all(torch.equal(p, _fp16(w)) for p, w in zip(model.parameters(), w0))
+    assert not opt.state  # the optimizer never stepped
+
+
+def _fp16(t):
+    return t.detach().to(torch.float16).to(torch.float32)
+
+
+def test_master_copy_in_fp32_and_weights_rounded_into_bf16():
+    model = _Weights(torch.linspace(-1, 1, 64) * 1.001)
+    master = model.w.detach().clone()  # the master copy starts at the model's FP32 weights
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    run = pt.Run(model, "bf16-amp", opt)
+    assert torch.equal(model.w, _bf16(master))
+    for step in range(3):
+        c = torch.linspace(0.5, 2.0, 64) * (step + 1)
+        opt.zero_grad()
+        with run.step():
+            model(c).backward()
+        # torch's SGD on the FP32 master copy with the gradient rounded into BF16 (weight_grads)
+        master = master.add(_bf16(c), alpha=-0.01)
+        assert torch.equal(run.master_weights()[0], master)
+        assert torch.equal(model.w, _bf16(master))
+
+
+def test_updates_without_master_nearest_stagnates_sr_and_kahan_move():
+    w0 = 1.0 + torch.arange(256, dtype=torch.float32) / 256  # BF16's ulp in [1, 2) is 2^-7
+    w0 = _bf16(w0)
+    delta = 2.0 ** -10  # an eighth of an ulp: nearest rounding loses every update
+    moved = {}
+    for rule in ("nearest-even", "stochastic", "kahan"):
+        recipe = precsim.Recipe.preset("bf16-pure").replace(update_rounding=rule)
+        model = _Weights(w0)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        run = pt.Run(model, recipe, opt, seed=3)
+        for _ in range(16):
+            opt.zero_grad()
+            with run.step():
+                model(torch.full((256,), -delta)).backward()
+            assert torch.equal(model.w, _bf16(model.w))  # stored in BF16
+        moved[rule] = float((model.w.detach() - w0).mean())
+    intended = 16 * delta  # 2^-6: two ulps
+    assert moved["nearest-even"] == 0.0
+    assert abs(moved["stochastic"] - intended) < 0.2 * intended  # unbiased on average
+    assert abs(moved["kahan"] - intended) <= 2.0 ** -7  # compensated to within one ulp
+
+
+def test_optimizer_state_rounded_into_its_format():
+    recipe = precsim.Recipe.preset("fp32").replace(optimizer_state={"format": "bf16"})
+    model = _Weights(torch.linspace(-1, 1, 32))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    run = pt.Run(model, recipe, opt)
+    c = torch.linspace(0.1, 3.3, 32) * 1.0001
+    with run.step():
+        model(c).backward()
+    st = opt.state[model.w]
+    assert torch.equal(st["exp_avg"], _bf16(0.1 * c))  # (1 - beta1) g, then rounded
+    assert torch.equal(st["exp_avg_sq"], _bf16(0.001 * c * c))
+    assert not torch.equal(st["exp_avg"], 0.1 * c)
+
+
+def test_accumulation_buffer_in_its_format():
+    recipe = precsim.Recipe.preset("fp32").replace(accumulation={"micro_batches": 2, "buffer_format": "bf16"})
+    model = _Weights(torch.zeros(32))
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    run = pt.Run(model, recipe, opt)
+    c1, c2 = torch.linspace(0.1, 1.7, 32) * 1.003, torch.linspace(-0.3, 0.9, 32) * 1.007
+    with run.step():
+        model(c1).backward()
+        model(c2).backward()
+    expected = _bf16(_bf16(c1) + c2)  # buf = round(0 + g1), then round(buf + g2)
+    assert torch.equal(model.w.grad, expected)
+    assert torch.equal(model.w, -expected)
+    assert run.last["micro_batches"] == 2
+
+
+def test_run_refuses_parameters_missing_from_the_optimizer():
+    model = _mlp()
+    opt = torch.optim.SGD(model[0].parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"parameters \['2.weight', '2.bias'\] of the model are not in the"):
+        pt.Run(model, "fp32", opt)
