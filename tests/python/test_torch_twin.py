@@ -1,5 +1,10 @@
-"""precsim.torch.Run (the recipe's training semantics around a torch optimizer). Expected values come from torch itself (GradScaler, torch.optim, torch's bfloat16
+"""precsim.torch.Run (the recipe's training semantics around a torch optimizer) and side_by_side
+(a user's model in lockstep with its FP64 reference, its chaos control and recipe twins, as a
+train report). Expected values come from torch itself (GradScaler, torch.optim, torch's bfloat16
 casts) or from arithmetic written out here, never from the code under test."""
+import json
+import os
+import subprocess
 
 import pytest
 
@@ -193,3 +198,86 @@ def test_run_refuses_parameters_missing_from_the_optimizer():
     opt = torch.optim.SGD(model[0].parameters(), lr=0.1)
     with pytest.raises(ValueError, match=r"parameters \['2.weight', '2.bias'\] of the model are not in the"):
         pt.Run(model, "fp32", opt)
+
+
+@pytest.fixture(scope="module")
+def fp16_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("twin") / "sbs.json"
+    doc = pt.side_by_side(_mlp, ["fp32", "fp16-amp", "fp16-noscale"], _batches(), _tiny_loss,
+                          lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=20, seeds=3, shadow_every=5, out=out,
+                          progress=False)
+    return doc, out
+
+
+def test_side_by_side_fp16_noscale_flushes_fp16_amp_does_not(fp16_report):
+    doc, _ = fp16_report
+    v = {x["name"]: x for x in doc["results"]["variants"]}
+    # Every output gradient flushes without scaling (and with it every gradient behind them); with
+    # fp16-amp none of them does, and of the hidden layer's, sums of terms of both signs, a few
+    # land within 2^-25 of zero (about 1e-5 of them, as precsim train finds for fp16-amp).
+    assert v["fp16-noscale"]["summary"]["underflow_fraction"] > 0.9
+    assert v["fp16-amp"]["summary"]["underflow_fraction"] < 1e-4
+    for run in doc["results"]["runs"]:
+        roles = {x["name"]: x["roles"] for x in run["variants"]}
+        assert roles["fp16-noscale"]["activation_grads"]["flush_fraction"] > 0.9
+        assert roles["fp16-amp"]["activation_grads"]["flush_fraction"] < 1e-4
+        assert "activation_grads" not in roles["fp32"]  # FP32 gradients are not rounded
+    amp_lo, amp_hi = v["fp16-amp"]["summary_ci95"]["loss_gap"]
+    ns_lo, ns_hi = v["fp16-noscale"]["summary_ci95"]["loss_gap"]
+    assert amp_hi < ns_lo  # the intervals are apart: no scaling costs loss
+
+
+def test_side_by_side_fp32_gap_within_the_chaos_floor(fp16_report):
+    doc, _ = fp16_report
+    fp32 = next(x for x in doc["results"]["variants"] if x["name"] == "fp32")
+    floor = [abs(r["reference"]["series"]["chaos_loss"][-1] - r["reference"]["series"]["loss"][-1])
+             for r in doc["results"]["runs"]]
+    assert abs(fp32["summary"]["loss_gap"]) <= sum(floor) / len(floor)
+    assert fp32["summary"]["drift_over_chaos_floor"] < 5
+
+
+def test_side_by_side_summary_by_hand(fp16_report):
+    doc, _ = fp16_report
+    run = doc["results"]["runs"][0]
+    ref, amp = run["reference"], run["variants"][1]
+    losses = amp["series"]["loss"]  # log_every 0 logs every step of a 20-step run
+    assert amp["series"]["step"] == [float(s) for s in range(20)]
+    assert amp["summary"]["final_loss"] == pytest.approx(sum(losses[-2:]) / 2, rel=1e-15)
+    assert amp["summary"]["loss_gap"] == pytest.approx(amp["summary"]["final_loss"] - ref["final_loss"], rel=1e-12)
+    assert amp["local"]["step"] == [0.0, 5.0, 10.0, 15.0]
+    assert amp["summary"]["chaos_floor"] == ref["chaos_floor"] == ref["series"]["chaos_weight_distance"][-1]
+
+
+def _cli(*args):
+    path = os.environ.get("PRECSIM_CLI")
+    if not path:
+        pytest.fail("PRECSIM_CLI is not set (ctest sets it to the built binary)")
+    return subprocess.run([path, *map(str, args)], capture_output=True, text=True)
+
+
+def test_side_by_side_report_reads_back(fp16_report):
+    doc, out = fp16_report
+    p = _cli("report", "validate", out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(out.read_text()) == doc
+    summary = _cli("report", "summary", out)
+    assert summary.returncode == 0 and "fp16-noscale" in summary.stdout
+    cmp = _cli("report", "compare", out, "--a", "fp16-amp", "--b", "fp16-noscale", "--metric", "loss_gap", "--json")
+    assert cmp.returncode == 1 and json.loads(cmp.stdout)["verdict"] == "different"
+
+
+def test_side_by_side_same_seeds_same_report(fp16_report):
+    doc, _ = fp16_report
+    again = pt.side_by_side(_mlp, ["fp32", "fp16-amp", "fp16-noscale"], _batches(), _tiny_loss,
+                            lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=20, seeds=3, shadow_every=5,
+                            progress=False)
+    assert again == doc and again["digest"] == doc["digest"]
+
+
+def test_side_by_side_bad_input():
+    with pytest.raises(ValueError, match=r"steps 0 is out of range; allowed: an int >= 1"):
+        pt.side_by_side(_mlp, ["fp32"], _batches(), _tiny_loss, torch.optim.Adam, steps=0)
+    with pytest.raises(ValueError, match=r"recipes \['fp32'\] appear twice"):
+        pt.side_by_side(_mlp, ["fp32", "fp32"], _batches(), _tiny_loss, torch.optim.Adam, steps=1)
+    with pytest.raises(ValueError, match="unknown recipe preset|nope"):
+        pt.side_by_side(_mlp, ["nope"], _batches(), _tiny_loss, torch.optim.Adam, steps=1)

@@ -76,6 +76,26 @@ nb::object check(nb::handle baseline, nb::handle run, nb::handle rules, std::opt
   return py_from_json(out);
 }
 
+// A report of `kind` around results computed in Python (precsim.torch.side_by_side): the tool
+// block, the digest and the environment as every report of the CLI has them (the caller sets the
+// environment's wall time and writes the file).
+nb::object make_report(const std::string& kind, nb::handle config, nb::handle seeds, nb::handle results,
+                       bool deterministic, const std::vector<std::string>& command_line) {
+  Report r(kind);
+  r.config() = json_from_py(config, "config");
+  r.seeds() = json_from_py(seeds, "seeds");
+  r.results() = json_from_py(results, "results");
+  std::vector<const char*> argv;
+  for (const auto& a : command_line) argv.push_back(a.c_str());
+  r.set_command_line(int(argv.size()), argv.data());
+  nlohmann::json doc;
+  {
+    nb::gil_scoped_release release;
+    doc = r.document(deterministic);
+  }
+  return py_from_json(doc);
+}
+
 std::vector<std::string> validate(nb::handle report) {
   const nlohmann::json doc = document_of(report, "report");
   nb::gil_scoped_release release;
@@ -98,6 +118,9 @@ void bind_reports(nb::module_& m) {
     }
     return py_from_json(doc);
   }, nb::arg("path"));
+  m.def("make_report", &make_report, nb::arg("kind"), nb::arg("config"), nb::arg("seeds"), nb::arg("results"),
+        nb::arg("deterministic"), nb::arg("command_line"),
+        "A report document around results: the tool block, the digest and (not deterministic) the environment.");
   m.def("validate_report", &validate, nb::arg("report"), "Every problem found; a str is the path of a report file.");
   m.def("check_report", &check, nb::arg("baseline"), nb::arg("run"), nb::arg("rules").none(), nb::arg("rtol").none(),
         nb::arg("atol").none(), "`precsim report check`; a str is the path of a report (or rules) file.");

@@ -15,5 +15,6 @@ from ._linear import Emulation, Linear, emulate, matmul
 __all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation",
            "allreduce_hook"]
 from ._run import Run
+from ._side_by_side import side_by_side
 
-__all__ += ["Run"]
+__all__ += ["Run", "side_by_side"]
