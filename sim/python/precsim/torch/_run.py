@@ -168,6 +168,11 @@ class Run:
         """t rounded in place into fmt; counted under `role` (None: not counted)."""
         if fmt in ("fp32", "fp64"):
             return
+        if not t.is_contiguous():  # rounded in a contiguous copy, then written back
+            c = t.detach().contiguous()
+            self._round(c, fmt, rounding, role, index, slot, extra)
+            t.copy_(c)
+            return
         a = t.detach().numpy()
         nonzero = int(np.count_nonzero(a)) if role else 0
         _, st = precsim.quantize(a, fmt, rounding=rounding, seed=self.seed, out=a, stats=True,
@@ -275,8 +280,7 @@ class Run:
         """The optimizer's step on the master copy (or the stored weights) and the recipe's roundings
         of its state, the master copy and the stored weights (train/weight_update.cpp apply_update)."""
         old = [p.detach().clone() for p in self._params] if not self._has_master else [m.clone() for m in self._master]
-        if self._has_master:
-            stored = [p.detach().clone() for p in self._params]
+        if self._has_master:  # the optimizer steps the master copy in the parameters' place
             for p, m in zip(self._params, self._master):
                 p.copy_(m)
         self.optimizer.step()
@@ -287,8 +291,6 @@ class Run:
                 m.copy_(p)
                 self._round(m, self._keys["master_weights"], "nearest-even", "master_weights", i, "update")
             new = self._master
-            for p, s in zip(self._params, stored):
-                p.copy_(s)
             self._cast_weights()
         else:
             self._store(old, targets)
@@ -322,7 +324,8 @@ class Run:
         for i, p in enumerate(self._params):
             state = self.optimizer.state.get(p, {})
             for k, (name, v) in enumerate(sorted(state.items())):
-                if not (isinstance(v, torch.Tensor) and v.is_floating_point() and v.shape == p.shape):
+                tensor_like_p = isinstance(v, torch.Tensor) and v.is_floating_point() and v.shape == p.shape
+                if name == "step" or not tensor_like_p:
                     continue
                 scale = 1.0
                 if spec["scaled"]:

@@ -76,8 +76,9 @@ def mean_ci95(xs: Sequence[float]) -> List[float]:
 def summary(v: Dict[str, Any], ref: Dict[str, Any]) -> Dict[str, Any]:
     """One seed's summary of a variant (seed_report.cpp variant_summary) from its raw numbers."""
     local = v["local"]
-    flushed = sum(r.counts["underflow_to_zero"] for k, r in v["roles"].items() if k in ("activation_grads", "weight_grads"))
-    nonzero = sum(r.nonzero for k, r in v["roles"].items() if k in ("activation_grads", "weight_grads"))
+    grads = [r for k, r in v["roles"].items() if k in ("activation_grads", "weight_grads")]
+    flushed = sum(r.counts["underflow_to_zero"] for r in grads)
+    nonzero = sum(r.nonzero for r in grads)
     s = {"final_loss": v["final_loss"], "heldout_loss": v["heldout_loss"], "heldout_accuracy": v["heldout_accuracy"],
          "loss_gap": v["final_loss"] - ref["final_loss"], "heldout_loss_gap": v["heldout_loss"] - ref["heldout_loss"],
          "heldout_accuracy_gap": v["heldout_accuracy"] - ref["heldout_accuracy"],
