@@ -281,3 +281,32 @@ def test_side_by_side_bad_input():
         pt.side_by_side(_mlp, ["fp32", "fp32"], _batches(), _tiny_loss, torch.optim.Adam, steps=1)
     with pytest.raises(ValueError, match="unknown recipe preset|nope"):
         pt.side_by_side(_mlp, ["nope"], _batches(), _tiny_loss, torch.optim.Adam, steps=1)
+
+
+def test_attribute_finds_fp16_noscale_loses_in_the_activation_gradients(tmp_path):
+    out = tmp_path / "attr.json"
+    doc = pt.attribute(_mlp, "fp16-noscale", _batches(), _tiny_loss, lambda ps: torch.optim.Adam(ps, lr=1e-2),
+                       steps=20, seeds=3, shadow_every=5, units=["weights", "activation_grads", "optimizer_state"],
+                       metric="final_loss", out=out, progress=False)
+    res = doc["results"]
+    by = {u["unit"]: u for u in res["units"]}
+    assert [u["unit"] for u in res["units"]][0] == "activation_grads" and by["activation_grads"]["rank"] == 1
+    # activation_grads holds the loss scaling: putting it back in FP32 removes the whole gap
+    assert by["activation_grads"]["share_of_gap"] > 0.9 and not by["activation_grads"]["indistinguishable"]
+    assert abs(by["weights"]["share_of_gap"]) < 0.1
+    assert by["optimizer_state"]["identical"] and by["optimizer_state"]["leave_one_out"]["final_loss"]["mean"] == 0
+    assert res["runs_distinct"] == 6  # R, H, and weights' and activation_grads' counterfactuals
+    gap = res["gap"]["final_loss"]["mean"]
+    loo = by["activation_grads"]["leave_one_out"]["final_loss"]["mean"]
+    assert res["interaction"]["final_loss"]["mean"] == pytest.approx(
+        loo + by["weights"]["leave_one_out"]["final_loss"]["mean"] - gap, rel=1e-9, abs=1e-18)
+    p = _cli("report", "validate", out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "activation_grads" in _cli("report", "summary", out).stdout
+
+
+def test_attribute_bad_input():
+    with pytest.raises(ValueError, match="unit 'layer' is not available for a PyTorch model; allowed: role, gemm"):
+        pt.attribute(_mlp, "fp16-noscale", _batches(), _tiny_loss, torch.optim.Adam, steps=1, unit="layer")
+    with pytest.raises(ValueError, match="computes every role in FP32"):
+        pt.attribute(_mlp, "fp32", _batches(), _tiny_loss, torch.optim.Adam, steps=1)

@@ -18,3 +18,6 @@ from ._run import Run
 from ._side_by_side import side_by_side
 
 __all__ += ["Run", "side_by_side"]
+from ._attribute import attribute
+
+__all__ += ["attribute"]
