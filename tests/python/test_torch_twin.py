@@ -1,7 +1,8 @@
-"""precsim.torch.Run (the recipe's training semantics around a torch optimizer) and side_by_side
-(a user's model in lockstep with its FP64 reference, its chaos control and recipe twins, as a
-train report). Expected values come from torch itself (GradScaler, torch.optim, torch's bfloat16
-casts) or from arithmetic written out here, never from the code under test."""
+"""precsim.torch.Run (the recipe's training semantics around a torch optimizer), side_by_side (a
+user's model in lockstep with its FP64 reference, its chaos control and recipe twins, as a train
+report) and attribute (its attribute report). Expected values come from torch itself (GradScaler,
+torch.optim, torch's bfloat16 casts) or from arithmetic written out here, never from the code
+under test."""
 import json
 import os
 import subprocess
