@@ -11,6 +11,7 @@
 #include "precsim/reports/check.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/report.h"
+#include "precsim/sim/experiment/attribution.h"
 #include "precsim/sim/experiment/runner.h"
 #include "py_common.h"
 #include "py_json.h"
@@ -76,6 +77,54 @@ nb::object check(nb::handle baseline, nb::handle run, nb::handle rules, std::opt
   return py_from_json(out);
 }
 
+// A report of `kind` around results computed in Python (precsim.torch.side_by_side): the tool
+// block, the digest and the environment as every report of the CLI has them (the caller sets the
+// environment's wall time and writes the file).
+nb::object make_report(const std::string& kind, nb::handle config, nb::handle seeds, nb::handle results,
+                       bool deterministic, const std::vector<std::string>& command_line) {
+  Report r(kind);
+  r.config() = json_from_py(config, "config");
+  r.seeds() = json_from_py(seeds, "seeds");
+  r.results() = json_from_py(results, "results");
+  std::vector<const char*> argv;
+  for (const auto& a : command_line) argv.push_back(a.c_str());
+  r.set_command_line(int(argv.size()), argv.data());
+  nlohmann::json doc;
+  {
+    nb::gil_scoped_release release;
+    doc = r.document(deterministic);
+  }
+  return py_from_json(doc);
+}
+
+// Attribution of a model trained outside the engine (precsim.torch.attribute): role and GEMM-pass
+// units only, as layer units name the layers of precsim's own models.
+std::vector<AttributionUnit> torch_units(const std::string& kind, const std::vector<std::string>& only) {
+  if (kind != "role" && kind != "gemm")
+    throw std::invalid_argument("unit '" + kind + "' is not available for a PyTorch model; allowed: role, gemm");
+  return attribution_units(TrainConfig{}, kind, only);
+}
+
+nb::object attribution_results_of(const Recipe& r, const std::string& kind, const std::vector<std::string>& only,
+                                  const std::string& metric,
+                                  const std::vector<std::vector<std::vector<double>>>& metrics,
+                                  const std::vector<double>& chaos_loss, const std::vector<double>& reference_heldout,
+                                  int distinct) {
+  CounterfactualRuns runs;
+  for (const auto& per_seed : metrics) {
+    auto& out = runs.metrics.emplace_back();
+    for (const auto& m : per_seed) {
+      if (m.size() != 3) throw std::invalid_argument("attribution metrics: 3 values per seed (final, heldout, local)");
+      out.push_back({m[0], m[1], m[2]});
+    }
+    if (out.size() != chaos_loss.size()) throw std::invalid_argument("attribution metrics: one entry per seed");
+  }
+  runs.chaos_loss = chaos_loss;
+  runs.reference_heldout = reference_heldout;
+  runs.distinct = distinct;
+  return py_from_json(attribution_results(r, torch_units(kind, only), kind, metric, runs));
+}
+
 std::vector<std::string> validate(nb::handle report) {
   const nlohmann::json doc = document_of(report, "report");
   nb::gil_scoped_release release;
@@ -98,6 +147,19 @@ void bind_reports(nb::module_& m) {
     }
     return py_from_json(doc);
   }, nb::arg("path"));
+  m.def("make_report", &make_report, nb::arg("kind"), nb::arg("config"), nb::arg("seeds"), nb::arg("results"),
+        nb::arg("deterministic"), nb::arg("command_line"),
+        "A report document around results: the tool block, the digest and (not deterministic) the environment.");
+  m.def(
+      "attribution_plan",
+      [](const Recipe& r, const std::string& kind, const std::vector<std::string>& units, const std::string& metric) {
+        return attribution_plan(r, torch_units(kind, units), metric);
+      },
+      nb::arg("recipe"), nb::arg("kind"), nb::arg("units"), nb::arg("metric"),
+      "The counterfactual recipes of an attribution: R, H, then per unit leave-one-out and leave-one-in.");
+  m.def("attribution_results", &attribution_results_of, nb::arg("recipe"), nb::arg("kind"), nb::arg("units"),
+        nb::arg("metric"), nb::arg("metrics"), nb::arg("chaos_loss"), nb::arg("reference_heldout"), nb::arg("distinct"),
+        "An attribute report's results from per recipe, per seed [final_loss, heldout_loss, local_grad_rel_err].");
   m.def("validate_report", &validate, nb::arg("report"), "Every problem found; a str is the path of a report file.");
   m.def("check_report", &check, nb::arg("baseline"), nb::arg("run"), nb::arg("rules").none(), nb::arg("rtol").none(),
         nb::arg("atol").none(), "`precsim report check`; a str is the path of a report (or rules) file.");

@@ -268,13 +268,19 @@ json attribution_json(const AttributionSetup& a, const AttributionStats& st, con
 
 }  // namespace
 
-json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<AttributionUnit>& units,
-                     const std::string& kind, const std::string& metric, const RunHooks& hooks) {
-  const size_t mi = check_attribution(r, metric);
+std::vector<Recipe> attribution_plan(const Recipe& r, const std::vector<AttributionUnit>& units,
+                                     const std::string& metric) {
+  check_attribution(r, metric);
   const Recipe h = high_recipe(r);
   if (recipe_keys_json(h) == recipe_keys_json(r))
     throw std::invalid_argument(fmt::format("recipe '{}' computes every role in FP32 (as the high-precision recipe): it has no loss gap to explain", r.name));
-  const CounterfactualRuns runs = run_counterfactuals(c, attribution_recipes(r, h, units), hooks);
+  return attribution_recipes(r, h, units);
+}
+
+json attribution_results(const Recipe& r, const std::vector<AttributionUnit>& units, const std::string& kind,
+                         const std::string& metric, const CounterfactualRuns& runs) {
+  const size_t mi = check_attribution(r, metric);
+  const Recipe h = high_recipe(r);
   const AttributionStats st = attribution_stats(runs, units.size(), mi);
   const MeanCi& g = st.gap[mi];
   if (indistinguishable(g, st.seeds, st.floor))
@@ -283,6 +289,12 @@ json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<At
         "(95% interval [{:.3g}, {:.3g}] over {} seed(s)), inside the seed noise or the chaos floor {:.3g}",
         r.name, metric, g.mean, g.lo, g.hi, st.seeds, st.floor));
   return attribution_json({r, h, units, kind, metric, mi}, st, runs);
+}
+
+json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<AttributionUnit>& units,
+                     const std::string& kind, const std::string& metric, const RunHooks& hooks) {
+  const CounterfactualRuns runs = run_counterfactuals(c, attribution_plan(r, units, metric), hooks);
+  return attribution_results(r, units, kind, metric, runs);
 }
 
 constexpr const char* attribution_legend =

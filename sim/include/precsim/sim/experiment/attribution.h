@@ -55,6 +55,13 @@ CounterfactualRuns run_counterfactuals(const TrainConfig& c, const std::vector<R
 nlohmann::json run_attribution(const TrainConfig& c, const Recipe& r, const std::vector<AttributionUnit>& units,
                                const std::string& kind, const std::string& metric = "heldout_loss",
                                const RunHooks& hooks = {});
+// What run_attribution does in two halves, for counterfactual runs made elsewhere (precsim.torch):
+// the recipes to run (0 R, 1 H, then per unit leave-one-out and leave-one-in; the same checks before
+// any step), and the results from their runs' metrics (the same check after the runs).
+std::vector<Recipe> attribution_plan(const Recipe& r, const std::vector<AttributionUnit>& units,
+                                     const std::string& metric);
+nlohmann::json attribution_results(const Recipe& r, const std::vector<AttributionUnit>& units, const std::string& kind,
+                                   const std::string& metric, const CounterfactualRuns& runs);
 // The ranked table of an attribute report's results.
 std::string attribution_table(const nlohmann::json& results);
 
