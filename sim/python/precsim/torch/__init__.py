@@ -14,12 +14,9 @@ from ._coverage import Coverage
 from ._emulate import Emulation, emulate
 from ._linear import Linear, matmul
 
-__all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation", "Coverage",
-           "allreduce_hook"]
 from ._run import Run
 from ._side_by_side import side_by_side
-
-__all__ += ["Run", "side_by_side"]
 from ._attribute import attribute
 
-__all__ += ["attribute"]
+__all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation", "Coverage",
+           "allreduce_hook", "Run", "side_by_side", "attribute"]

@@ -16,7 +16,7 @@ from torch import nn
 from precsim._recipe import RecipeLike, as_recipe
 
 from . import _twin_report as rep
-from ._linear import emulate
+from ._emulate import emulate
 from ._run import RoleStats, Run
 
 
