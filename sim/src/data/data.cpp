@@ -74,6 +74,20 @@ void teacher_student(Dataset& d, const DataConfig& c, uint64_t seed) {
   gen(d.x_heldout, d.t_heldout, c.heldout_size, uint64_t(c.train_size));
 }
 
+// A NaN or Inf in the data makes the FP64 reference and every recipe non-finite from the first
+// step, which then reads as the recipes' fault: refused, naming the first one by row and column.
+void check_finite(const NpyArray& a, const std::vector<double>& v, const std::string& path) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+  if (bad == 0) return;
+  const size_t cols = a.shape.size() >= 2 ? a.count() / a.shape[0] : 1;
+  throw std::invalid_argument(fmt::format("'{}': {} of its {} values {} NaN or Inf, the first ({}) at row {}, column {}; "
+                                          "data must be finite (drop or impute those rows first)",
+                                          path, bad, v.size(), bad == 1 ? "is" : "are", std::isnan(v[first]) ? "NaN" : "Inf", first / cols,
+                                          first % cols));
+}
+
 std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
   const size_t n = a.count();
   std::vector<double> v(n);
@@ -82,8 +96,7 @@ std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
   else if (a.descr == "<i4") for (size_t i = 0; i < n; ++i) v[i] = a.as<int32_t>()[i];
   else if (a.descr == "<i8") for (size_t i = 0; i < n; ++i) v[i] = double(a.as<int64_t>()[i]);
   else throw std::invalid_argument(fmt::format("'{}': dtype {} is not supported; expected <f4, <f8, <i4 or <i8", path, a.descr));
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) throw std::invalid_argument(fmt::format("'{}': element {} is {}; data must be finite", path, i, v[i]));
+  check_finite(a, v, path);
   return v;
 }
 
@@ -222,7 +235,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs,
 nlohmann::json data_config_to_json(const DataConfig& c) { return c; }
 
 DataConfig data_config_from_json(const nlohmann::json& j) {
-  return merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
+  DataConfig c = merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
+  // Paths to files mean the files: without a kind they are an npy data set, and with another kind
+  // they would be ignored while the run trains on generated data.
+  const bool paths = !c.features_path.empty() || !c.labels_path.empty();
+  if (paths && j.is_object() && !j.contains("kind")) c.kind = "npy";
+  if (paths && c.kind != "npy")
+    throw std::invalid_argument("data.features_path and data.labels_path are read only with data.kind 'npy'; data.kind is '" +
+                                c.kind + "' (set \"kind\": \"npy\", or remove the paths)");
+  return c;
 }
 
 }  // namespace precsim
