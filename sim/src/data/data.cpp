@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
+#include "precsim/formats/name_table.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
@@ -172,16 +173,14 @@ DataShape generated_shape(const DataConfig& c) {
   sh.features = c.features;
   sh.train_rows = c.train_size;
   sh.heldout_rows = c.heldout_size;
-  if (c.kind == "gaussian-mixture") {
+  if (c.kind == DataKind::kGaussianMixture) {
     if (c.classes < 2) throw std::invalid_argument(fmt::format("data.classes {} must be >= 2", c.classes));
     sh.task = Task::kClassification;
     sh.outputs = c.classes;
-  } else if (c.kind == "teacher-student") {
+  } else {
     if (c.outputs < 1 || c.teacher_hidden < 1) throw std::invalid_argument("data.outputs and data.teacher_hidden must be >= 1");
     sh.task = Task::kRegression;
     sh.outputs = c.outputs;
-  } else {
-    throw std::invalid_argument(fmt::format("unknown data.kind '{}'; allowed: gaussian-mixture, teacher-student, npy", c.kind));
   }
   return sh;
 }
@@ -189,14 +188,14 @@ DataShape generated_shape(const DataConfig& c) {
 }  // namespace
 
 DataShape data_shape(const DataConfig& c) {
-  if (c.kind != "npy") return generated_shape(c);
+  if (c.kind != DataKind::kNpy) return generated_shape(c);
   const NpyFiles files = read_npy_files(c);
   return npy_shape(files.x, files.y, c);
 }
 
 Dataset make_dataset(const DataConfig& c, uint64_t seed) {
   Dataset d;
-  if (c.kind == "npy") {
+  if (c.kind == DataKind::kNpy) {
     from_npy(d, c);
     return d;
   }
@@ -227,6 +226,13 @@ void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t s
   }
 }
 
+constexpr auto kDataKinds = name_table<DataKind>(
+    {{DataKind::kGaussianMixture, "gaussian-mixture"}, {DataKind::kTeacherStudent, "teacher-student"}, {DataKind::kNpy, "npy"}});
+
+std::string_view to_string(DataKind k) { return kDataKinds.name(k); }
+void to_json(nlohmann::json& j, DataKind k) { j = to_string(k); }
+void from_json(const nlohmann::json& j, DataKind& k) { k = kDataKinds.parse(j.get<std::string>(), "data.kind"); }
+
 // One list of the keys serves both directions; the names are the config keys.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs, train_size, heldout_size, separation,
                                    noise, teacher_hidden, target_scale, label_noise, features_path, labels_path,
@@ -239,10 +245,10 @@ DataConfig data_config_from_json(const nlohmann::json& j) {
   // Paths to files mean the files: without a kind they are an npy data set, and with another kind
   // they would be ignored while the run trains on generated data.
   const bool paths = !c.features_path.empty() || !c.labels_path.empty();
-  if (paths && j.is_object() && !j.contains("kind")) c.kind = "npy";
-  if (paths && c.kind != "npy")
+  if (paths && j.is_object() && !j.contains("kind")) c.kind = DataKind::kNpy;
+  if (paths && c.kind != DataKind::kNpy)
     throw std::invalid_argument("data.features_path and data.labels_path are read only with data.kind 'npy'; data.kind is '" +
-                                c.kind + "' (set \"kind\": \"npy\", or remove the paths)");
+                                std::string(to_string(c.kind)) + "' (set \"kind\": \"npy\", or remove the paths)");
   return c;
 }
 
