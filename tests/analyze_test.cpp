@@ -5,11 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -175,6 +177,47 @@ TEST_F(AnalyzeCli, SafetensorsSelectionByNameAndGlob) {
   r = run("--input '" + path("m.safetensors") + "' --tensor head --formats e2m1 --out '" + path("r.json") + "'");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(path("r.json")))["results"]["tensors"][0]["name"], "head");
+}
+
+// Token ids and an all-zero buffer are not ranked with the weights: a QSNR of inf for a zero
+// tensor, or of an integer tensor no recipe quantizes, would only push the weights down the list.
+// The export gives one row per tensor and scheme, with the metrics as columns.
+TEST_F(AnalyzeCli, IntegerAndAllZeroTensorsAreNotRankedAndExportIsTidy) {
+  std::vector<float> w(64), zeros(32, 0.0f), ids(16);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = static_cast<int32_t>(i * 7);
+    std::memcpy(&ids[i], &id, 4);
+  }
+  std::string bytes = safetensors_bytes({{"w", {8, 8}, w}, {"zeros", {4, 8}, zeros}, {"ids", {1, 16}, ids}});
+  const std::string last = "\"ids\":{\"data_offsets\":[384,448],\"dtype\":\"F32\"";
+  const size_t at = bytes.find(last);
+  ASSERT_NE(at, std::string::npos) << bytes.substr(8, 200);
+  bytes.replace(at + last.size() - 4, 3, "I32");
+  std::ofstream(path("m.safetensors"), std::ios::binary) << bytes;
+  const CliResult r = run("--input '" + path("m.safetensors") + "' --formats mxfp4,bf16 --out '" + path("r.json") + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto res = nlohmann::json::parse(slurp(path("r.json")))["results"];
+  ASSERT_EQ(res["ranking"].size(), 2u);
+  for (const auto& row : res["ranking"]) EXPECT_EQ(row["tensor"], "w");
+  EXPECT_EQ(res["unranked"], nlohmann::json::parse(R"([
+    {"tensor": "zeros", "reason": "all 32 values are 0: exact under every scheme"},
+    {"tensor": "ids", "reason": "integer dtype I32: not quantized by a recipe"}])"));
+  EXPECT_EQ(res["tensors"][2]["dtype"], "I32");
+  EXPECT_NE(r.out.find("not ranked: ids (integer dtype I32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ids    "), std::string::npos) << r.out;  // no table row for it
+  EXPECT_EQ(run_split("report validate '" + path("r.json") + "'").rc, 0);
+  ASSERT_EQ(run_split("report export --csv '" + path("csv") + "' '" + path("r.json") + "'").rc, 0);
+  std::istringstream csv(slurp(path("csv/analyze_schemes.csv")));
+  std::string header, line;
+  std::getline(csv, header);
+  size_t rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 3u * 2u);
+  EXPECT_EQ(header.rfind("tensor,", 0), 0u) << header;
+  EXPECT_NE(header.find(",qsnr_db,"), std::string::npos) << header;
+  EXPECT_LT(std::count(header.begin(), header.end(), ','), 30) << header;
+  EXPECT_NE(slurp(path("csv/analyze_exponents.csv")).find("tensor,exponent,count\nw,"), std::string::npos);
 }
 
 TEST_F(AnalyzeCli, BadInputsExitTwoWithOneClearMessage) {

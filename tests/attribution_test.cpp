@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <nlohmann/json.hpp>
 
@@ -283,6 +285,48 @@ TEST_F(AttributeCli, SearchRefusesABudgetBelowTheCheapestAndUnknownFormats) {
     EXPECT_FALSE(std::filesystem::exists(out));
     EXPECT_NE(r.err.find("precsim: error: --"), std::string::npos) << r.err;
   }
+}
+
+// The table lists the Pareto points cheapest first, flags those whose interval holds 0, and
+// --save-recipes writes them, in the same order, as a config train reads.
+TEST_F(AttributeCli, SearchTableIsSortedByCostAndSavesTheRecipes) {
+  const std::string cfg = path("c.json"), out = path("s.json"), saved = path("r.json");
+  std::ofstream(cfg) << R"({"steps": 4, "batch": 16, "seeds": 2, "model": {"hidden": [8, 8]},
+    "data": {"features": 8, "classes": 3, "train_size": 64, "heldout_size": 32}, "recipes": ["bf16-amp"]})";
+  const auto r = run_split("search --config " + cfg + " --formats e2m1,e4m3,bf16 --budget 9 --out " + out +
+                           " --save-recipes " + saved);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(out);
+  const json res = json::parse(in)["results"];
+  std::vector<std::pair<double, size_t>> pareto;
+  for (size_t k = 0; k < res["points"].size(); ++k)
+    if (res["points"][k]["pareto"].get<bool>()) pareto.push_back({num(res["points"][k]["cost_bits"]), k});
+  std::stable_sort(pareto.begin(), pareto.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  ASSERT_GE(pareto.size(), 2u);
+  // One table row per Pareto point, in cost order, its noise flag from the report's interval.
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t row = 0;
+  while (std::getline(lines, line)) {
+    // A row: the chosen mark or a blank, then the cost (below 1000 bits) right-aligned in 7 columns.
+    const size_t digit = line.find_first_not_of(' ', 2);
+    if (line.size() < 10 || (line[0] != '*' && line[0] != ' ') || digit == std::string::npos || digit < 3 || digit > 8 ||
+        !std::isdigit(static_cast<unsigned char>(line[digit])))
+      continue;
+    ASSERT_LT(row, pareto.size()) << r.out;
+    const json& p = res["points"][pareto[row].second];
+    const json& ci = p["heldout_loss_change"]["ci95"];
+    EXPECT_NEAR(std::stod(line.substr(2, 7)), pareto[row].first, 1e-3 * pareto[row].first) << line;
+    EXPECT_EQ(line.find("noise") != std::string::npos, num(ci[0]) <= 0 && num(ci[1]) >= 0) << line;
+    ++row;
+  }
+  EXPECT_EQ(row, pareto.size()) << r.out;
+  EXPECT_NE(r.out.find("legend:\n  bits          per weight and activation"), std::string::npos) << r.out;
+  std::ifstream sin(saved);
+  const json cfg2 = json::parse(sin);
+  ASSERT_EQ(cfg2["recipes"].size(), pareto.size());
+  for (size_t i = 0; i < pareto.size(); ++i) EXPECT_EQ(cfg2["recipes"][i], res["points"][pareto[i].second]["recipe"]);
+  EXPECT_EQ(train_config_from_json(cfg2).variants.size(), pareto.size());
 }
 
 TEST_F(AttributeCli, ReportIsByteIdenticalAtAnyThreadCount) {

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -141,6 +142,57 @@ TEST(GemmCli, NonFiniteOperandsAreCounted) {
   const std::string& err = r.out;
   EXPECT_NE(err.find("warning: A: 2 of 32 elements are NaN or Inf"), std::string::npos) << err;
   EXPECT_NE(err.find("32 NaN and 32 Inf among the 128 outputs"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
+// Outputs whose exact value is NaN or Inf have no error: they are counted apart, and the errors
+// are those of the finite outputs alone, recomputed here from the written product.
+TEST(GemmCli, ErrorsCoverTheFiniteOutputsOnly) {
+  const auto dir = std::filesystem::temp_directory_path() / "precsim_gemm_cli_nan_norm";
+  std::filesystem::create_directories(dir);
+  constexpr int m = 4, k = 8, n = 32;
+  std::vector<float> a(m * k), b(k * n);
+  // BF16-exact operands (7 fraction bits) over 23 binades: fp32-seq rounds, while each exact sum
+  // (16-bit products spread over < 40 bits) is exact in double.
+  for (int i = 0; i < m * k; ++i) a[i] = 1.0f + static_cast<float>(i % 13) / 128.0f;
+  for (int i = 0; i < k * n; ++i)
+    b[i] = std::ldexp(1.0f + static_cast<float>(i % 29) / 128.0f, -((i / n) * 5 + i % 7) % 23);
+  a[0 * k + 3] = NAN;       // row 0: exact NaN everywhere
+  a[1 * k + 1] = INFINITY;  // row 1: exact Inf everywhere
+  const std::string pa = (dir / "a.npy").string(), pb = (dir / "b.npy").string(), pc = (dir / "c.npy").string();
+  precsim::write_npy(pa, "<f4", {m, k}, a.data(), a.size() * 4);
+  precsim::write_npy(pb, "<f4", {k, n}, b.data(), b.size() * 4);
+  const CliRun r = run_err("gemm --a " + pa + " --b " + pb + " --model fp32-seq --output " + pc + " --out " +
+                           (dir / "r.json").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::ifstream in(dir / "r.json");
+  const auto e = nlohmann::json::parse(in)["results"]["sweep"][0]["models"][0]["error"];
+  EXPECT_EQ(e["exact_nonfinite"], 2 * n);
+  EXPECT_EQ(e["nonfinite"], 0);
+  const precsim::NpyArray c = precsim::read_npy(pc);
+  ASSERT_EQ(c.descr, "<f4");
+  double num = 0, den = 0;
+  for (int i = 2; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double exact = 0;
+      for (int t = 0; t < k; ++t) exact += static_cast<double>(a[i * k + t]) * b[t * n + j];
+      float got;
+      std::memcpy(&got, c.data.data() + (i * n + j) * sizeof(float), sizeof(float));
+      num += (got - exact) * (got - exact);
+      den += exact * exact;
+    }
+  ASSERT_GT(num, 0);  // fp32-seq rounded: the norm below is not 0 by construction
+  EXPECT_NEAR(e["normwise_error"].get<double>(), std::sqrt(num / den), 1e-12 * std::sqrt(num / den));
+  EXPECT_NE(r.out.find("64 have a NaN or Inf exact value (left out of the errors)"), std::string::npos) << r.out;
+  // With every output non-finite there is no error to give: "nan", not 0.
+  a[2 * k] = a[3 * k] = NAN;
+  precsim::write_npy(pa, "<f4", {m, k}, a.data(), a.size() * 4);
+  const CliRun all = run("gemm --a " + pa + " --b " + pb + " --model fp32-seq --json");
+  ASSERT_EQ(all.rc, 0) << all.out;
+  const auto e2 = nlohmann::json::parse(all.out)["results"]["sweep"][0]["models"][0]["error"];
+  EXPECT_EQ(e2["exact_nonfinite"], m * n);
+  EXPECT_EQ(e2["normwise_error"], "nan");
+  EXPECT_EQ(e2["max_rel_error"], "nan");
   std::filesystem::remove_all(dir);
 }
 

@@ -98,7 +98,7 @@ TEST_F(ShapeFiles, GeneratedDataHasTheShapeOfItsConfiguration) {
   gm.heldout_size = 11;
   expect_same_data(gm);
   DataConfig ts = gm;
-  ts.kind = "teacher-student";
+  ts.kind = DataKind::kTeacherStudent;
   ts.outputs = 4;
   expect_same_data(ts);
   const DataShape s = data_shape(ts);
@@ -109,7 +109,7 @@ TEST_F(ShapeFiles, GeneratedDataHasTheShapeOfItsConfiguration) {
 
 TEST_F(ShapeFiles, NpyDataHasTheShapeOfItsFiles) {
   DataConfig cls;
-  cls.kind = "npy";
+  cls.kind = DataKind::kNpy;
   cls.classes = 4;
   cls.features_path = floats("x.npy", 50, 5);
   cls.labels_path = labels("y.npy", 50, 4);
@@ -133,13 +133,13 @@ TEST_F(ShapeFiles, SequenceDataHasTheShapeOfItsConfiguration) {
   copy.train_size = 30;
   copy.heldout_size = 7;
   SeqDataConfig modadd = copy;
-  modadd.kind = "modadd";
+  modadd.kind = SeqTask::kModAdd;
   modadd.symbols = 5;
   SeqDataConfig txt = copy;
-  txt.kind = "text";
+  txt.kind = SeqTask::kText;
   txt.text_path = text("a.txt", std::string(200, 'a') + "bcdefg hij\n" + std::string(100, 'z'));
   for (const SeqDataConfig& d : {copy, modadd, txt}) {
-    SCOPED_TRACE(d.kind);
+    SCOPED_TRACE(std::string(to_string(d.kind)));
     const SeqDataShape s = seq_data_shape(d, 16);
     const SeqDataset ds = make_seq_dataset(d, 16, 5);
     EXPECT_EQ(s.vocab, ds.vocab);
@@ -192,9 +192,9 @@ TEST_F(ShapeFiles, ABadDataConfigurationFailsAsBuildingTheDataWould) {
   std::vector<DataConfig> bad(7);
   bad[0].train_size = 0;
   bad[1].classes = 1;
-  bad[2].kind = "bogus";
-  bad[3].kind = "npy";
-  bad[4].kind = "npy";
+  bad[2].features = 0;
+  bad[3].kind = DataKind::kNpy;
+  bad[4].kind = DataKind::kNpy;
   bad[4].features_path = floats("x.npy", 10, 2);
   bad[4].labels_path = labels("y9.npy", 9, 2);
   bad[5] = bad[4];
@@ -208,13 +208,18 @@ TEST_F(ShapeFiles, ABadDataConfigurationFailsAsBuildingTheDataWould) {
     EXPECT_NE(e, "(no error)");
     EXPECT_EQ(error_of([&] { (void)data_shape(d); }), e);
   }
+  // A kind is an enum: an unknown name is refused where the config is read, with the allowed ones.
+  EXPECT_EQ(error_of([&] { (void)data_config_from_json({{"kind", "bogus"}}); }),
+            "unknown data.kind 'bogus'; allowed: gaussian-mixture, teacher-student, npy");
+  EXPECT_EQ(error_of([&] { (void)seq_data_config_from_json({{"kind", "npy"}}); }),
+            "unknown transformer data.kind 'npy'; allowed: copy, reverse, sort, modadd, text");
   std::vector<SeqDataConfig> seq(5);
   seq[0].symbols = 1;
   seq[1].max_length = 9;  // copy needs 2 x 9 positions
-  seq[2].kind = "text";
-  seq[3].kind = "text";
+  seq[2].kind = SeqTask::kText;
+  seq[3].kind = SeqTask::kText;
   seq[3].text_path = text("short.txt", "abcdefgh");
-  seq[4].kind = "text";
+  seq[4].kind = SeqTask::kText;
   seq[4].text_path = text("one.txt", std::string(400, 'x'));
   for (const SeqDataConfig& d : seq) {
     const std::string e = error_of([&] { (void)make_seq_dataset(d, 16, 1); });

@@ -148,6 +148,18 @@ TEST_F(QuantizeSchemeCli, CodesAndScalesDecodeToTheValues) {
   }
 }
 
+// Without --out or --json the report is not kept, so NVFP4's tensor scale, without which the
+// codes do not decode, is printed with the table; MX codes need nothing more and print no line.
+TEST_F(QuantizeSchemeCli, Nvfp4CodesWithoutAReportStillGiveTheTensorScale) {
+  const BlockPacked want = block_quantize_reference(parse_block_scaling("nvfp4"), x_, kRows, kCols);
+  const CliResult r = run_split("quantize -f nvfp4 --input " + x() + " --codes --output '" + path("c.npy") + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("tensor scale " + hex_float(want.tensor_scale) + " = "), std::string::npos) << r.out;
+  const CliResult mx = run_split("quantize -f mxfp4 --input " + x() + " --codes --output '" + path("c.npy") + "'");
+  ASSERT_EQ(mx.rc, 0) << mx.err;
+  EXPECT_EQ(mx.out.find("tensor scale"), std::string::npos) << mx.out;
+}
+
 // A NaN poisons its block, and the report and stderr say how many finite inputs it took along.
 TEST_F(QuantizeSchemeCli, NanAndInfInputsAreCountedAndTheirBlocksNamed) {
   std::vector<float> v(kRows * kCols, 1.5f);

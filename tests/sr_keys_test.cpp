@@ -105,7 +105,7 @@ class CountingNumerics final : public Numerics<double> {
 
 uint32_t transformer_ids_per_part(int layers) {
   const TransformerConfig c{.layers = layers, .heads = 2, .width = 8, .context = 6};
-  const SeqDataConfig dc{.kind = "reverse", .symbols = 3, .min_length = 1, .max_length = 2, .train_size = 2,
+  const SeqDataConfig dc{.kind = SeqTask::kReverse, .symbols = 3, .min_length = 1, .max_length = 2, .train_size = 2,
                          .heldout_size = 1, .text_path = {}};
   const SeqDataset d = make_seq_dataset(dc, c.context, 3);
   const TransformerLayout l = make_transformer_layout(c, d.vocab);

@@ -168,7 +168,7 @@ TEST(TrainCli, BadInputFailsFastWithExitCode2AndSaysWhy) {
   write_npy(tmp("y20.npy"), "<i4", {20}, y.data(), y.size() * 4);
   c["data"]["features_path"] = tmp("xnan.npy").string();
   c["data"]["labels_path"] = tmp("y20.npy").string();
-  expect_error(run_cli("train --config " + write_config(c, "npy2.json")), "element 13 is nan");
+  expect_error(run_cli("train --config " + write_config(c, "npy2.json")), "1 of its 80 values is NaN or Inf, the first (NaN) at row 3, column 1");
 }
 
 // A destination that cannot take the report is refused before step 1 (no progress line was
@@ -234,6 +234,39 @@ TEST(TrainCli, NpyDataTrains) {
                {"classes", 2}};
   const json r = run_training(train_config_from_json(c));
   EXPECT_GT(num(variant(r, "fp32"), "heldout_accuracy"), 0.9);
+}
+
+// Non-finite data is refused before any step, naming the first value by row and column; an error
+// inside one recipe of a config names that recipe.
+TEST(TrainCli, NonFiniteDataAndBadRecipeKeysAreNamed) {
+  std::vector<float> x(16 * 3, 0.5f);
+  std::vector<int32_t> y(16, 1);
+  x[7 * 3 + 2] = std::nanf("");
+  x[11 * 3 + 1] = INFINITY;
+  write_npy(tmp("xn.npy"), "<f4", {16, 3}, x.data(), x.size() * 4);
+  write_npy(tmp("yn.npy"), "<i4", {16}, y.data(), y.size() * 4);
+  json c = small_config();
+  c["batch"] = 4;
+  c["data"] = {{"kind", "npy"}, {"features_path", tmp("xn.npy").string()}, {"labels_path", tmp("yn.npy").string()},
+               {"classes", 2}};
+  const Cmd nan = run_cli("train --config " + write_config(c, "nan.json"));
+  EXPECT_EQ(nan.rc, 2);
+  EXPECT_NE(nan.out.find("xn.npy': 2 of its 48 values are NaN or Inf, the first (NaN) at row 7, column 2"),
+            std::string::npos)
+      << nan.out;
+  // Paths without a kind are an npy data set (the same refusal); with another kind, refused.
+  c["data"].erase("kind");
+  EXPECT_NE(run_cli("train --config " + write_config(c, "nokind.json")).out.find("at row 7, column 2"), std::string::npos);
+  c["data"]["kind"] = "teacher-student";
+  const Cmd other = run_cli("train --config " + write_config(c, "otherkind.json"));
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_NE(other.out.find("are read only with data.kind 'npy'; data.kind is 'teacher-student'"), std::string::npos)
+      << other.out;
+  json bad = small_config();
+  bad["recipes"] = {"fp32", {{"name", "mine"}, {"preset", "bf16-amp"}, {"weights", {{"format", "bf17"}}}}};
+  const Cmd fmt = run_cli("train --config " + write_config(bad, "badfmt.json"));
+  EXPECT_EQ(fmt.rc, 2);
+  EXPECT_NE(fmt.out.find("recipe 'mine': weights.format: unknown format 'bf17'"), std::string::npos) << fmt.out;
 }
 
 }  // namespace

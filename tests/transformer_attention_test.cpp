@@ -32,7 +32,7 @@ std::vector<OneStep> one_step(const std::vector<Recipe>& recipes) {
   model.width = 32;
   model.context = 12;
   SeqDataConfig dc;
-  dc.kind = "sort";
+  dc.kind = SeqTask::kSort;
   dc.symbols = 6;
   dc.min_length = 2;
   dc.max_length = 6;

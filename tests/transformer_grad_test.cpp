@@ -107,7 +107,7 @@ TEST_P(TransformerModelGrad, EveryParameter) {
   c.tied = GetParam().tied;
   c.outlier_scale = GetParam().outlier_scale;
   SeqDataConfig dc;
-  dc.kind = "reverse";
+  dc.kind = SeqTask::kReverse;
   dc.symbols = 3;
   dc.min_length = 1;
   dc.max_length = 3;

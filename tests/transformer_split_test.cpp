@@ -43,7 +43,7 @@ struct Problem {
     m.width = 16;
     m.context = 16;
     SeqDataConfig d;
-    d.kind = "copy";
+    d.kind = SeqTask::kCopy;
     d.symbols = 6;
     d.min_length = 1;
     d.max_length = 7;

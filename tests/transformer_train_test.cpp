@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "precsim/formats/format.h"
+#include <nlohmann/json.hpp>
+
 #include "precsim/sim/data/data.h"
+#include "precsim/sim/data/data_json.h"
 #include "precsim/sim/analysis/metrics.h"
 #include "precsim/sim/data/seq_data.h"
 #include "precsim/sim/train/transformer_trainer.h"
@@ -73,8 +76,8 @@ class ReferenceLearns : public ::testing::TestWithParam<const char*> {};
 // below 0.5 and next-token accuracy above 80% on every task.
 TEST_P(ReferenceLearns, HeldOutLossAndAccuracy) {
   Experiment s;
-  s.data.kind = GetParam();
-  if (s.data.kind == "modadd") s.data.min_length = s.data.max_length = 2;  // (a + b) mod 6
+  s.data.kind = seq_data_config_from_json({{"kind", GetParam()}}).kind;  // the name as a config spells it
+  if (s.data.kind == SeqTask::kModAdd) s.data.min_length = s.data.max_length = 2;  // (a + b) mod 6
   const int64_t steps = 300;
   Lockstep run(s, {}, steps);
   double first = 0;
@@ -106,7 +109,7 @@ std::vector<double> shadow_grad(Lockstep& run, size_t i, const std::vector<doubl
 
 TEST(TransformerTrain, Bf16AmpTracksTheReference) {
   Experiment s;
-  s.data.kind = "copy";
+  s.data.kind = SeqTask::kCopy;
   const int64_t steps = 150;
   const Recipe bf16 = recipe_preset("bf16-amp");
   Lockstep run(s, {&bf16}, steps);
@@ -135,7 +138,7 @@ TEST(TransformerTrain, Bf16AmpTracksTheReference) {
 
 TEST(TransformerTrain, Fp16ScoresOverflowWhereFp32ScoresDoNot) {
   Experiment s;
-  s.data.kind = "copy";
+  s.data.kind = SeqTask::kCopy;
   s.model.qk_init_scale = 100;  // query and key weights 100x: logits of order 4e4 and beyond
   Recipe in16 = recipe_preset("fp16-amp");
   in16.name = "fp16-scores";
@@ -175,7 +178,7 @@ struct OutlierErrors {
 
 OutlierErrors outlier_errors(double outlier_scale) {
   Experiment s;
-  s.data.kind = "copy";
+  s.data.kind = SeqTask::kCopy;
   s.model.outlier_scale = outlier_scale;
   const int64_t steps = 8, measured_from = 3;  // after the amax history has seen the outlier
   const Recipe tensor = recipe_preset("fp8-delayed");

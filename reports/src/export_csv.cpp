@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "csv_table.h"
+#include "export_analyze_csv.h"
 #include "export_train_csv.h"
 #include "precsim/reports/json_path.h"
 #include "precsim/reports/report.h"
@@ -81,9 +82,13 @@ std::vector<std::string> export_csv(const nlohmann::json& doc, const std::filesy
                   [&](const std::string& p, const nlohmann::json& v) { config += csv_field(p) + "," + csv_field(v) + "\n"; });
   x.write("config.csv", config);
   const nlohmann::json& results = doc["results"];
-  if (export_train_csv(results, [&](const std::string& name, const std::string& text) { x.write(name, text); })) {
+  const auto write = [&](const std::string& name, const std::string& text) { x.write(name, text); };
+  if (export_train_csv(results, write)) {
     for (auto it = results.begin(); it != results.end(); ++it)
       if (it.key() != "runs" && it.key() != "variants") x.walk("results." + it.key(), it.value());
+  } else if (doc.value("kind", "") == "analyze" && export_analyze_csv(results, write)) {
+    for (auto it = results.begin(); it != results.end(); ++it)
+      if (it.key() != "tensors") x.walk("results." + it.key(), it.value());
   } else {
     x.walk("results", results);
   }

@@ -29,7 +29,8 @@ double field(const AnalyzeRow& r, const char* key) { return read_number((*r.sche
 std::vector<AnalyzeRow> sorted_rows(const nlohmann::json& results, const std::string& sort) {
   std::vector<AnalyzeRow> rows;
   for (const auto& t : results.at("tensors"))
-    for (const auto& s : t.at("schemes")) rows.push_back({t.at("name").get<std::string>(), &s});
+    if (unranked_reason(t).empty())
+      for (const auto& s : t.at("schemes")) rows.push_back({t.at("name").get<std::string>(), &s});
   const char* key = sort == "qsnr" ? "qsnr_db" : sort == "mse" ? "mse" : sort == "flushed" ? "flushed_fraction" : nullptr;
   if (key == nullptr) throw UsageError("--sort '" + sort + "' is not a sort key; allowed: qsnr, flushed, mse");
   const bool higher_is_better = sort == "qsnr";
@@ -79,6 +80,9 @@ std::string analyze_table(const nlohmann::json& results, const std::string& sort
   std::string out = several ? fmt::format("{:<{}} ", "tensor", width) : "";
   out += scheme_table_header();
   for (const auto& r : rows) out += (several ? fmt::format("{:<{}} ", r.tensor, width) : "") + scheme_table_row(*r.scheme);
+  for (const auto& t : results.at("tensors"))
+    if (const std::string why = unranked_reason(t); !why.empty())
+      out += fmt::format("not ranked: {} ({}; its metrics are in the report)\n", t.at("name").get<std::string>(), why);
   return out;
 }
 

@@ -186,9 +186,11 @@ bool run_k(const Args& args, const Plan& p, int64_t k, const InterruptGuard& gua
     note() << fmt::format("K={} {}: {:.3f} s, {:.3f} GMAC/s\n", k, mo.name, r.seconds,
                              static_cast<double>(p.m * p.n * k) / r.seconds * 1e-9);
     if (r.stats.nan_outputs + r.stats.inf_outputs)
-      std::cerr << fmt::format("warning: K={} {}: {} NaN and {} Inf among the {} outputs; the errors cover the {} sampled "
-                               "outputs, {} of them non-finite where the exact value is finite\n",
-                               k, mo.name, r.stats.nan_outputs, r.stats.inf_outputs, p.m * p.n, e.count, e.nonfinite);
+      std::cerr << fmt::format("warning: K={} {}: {} NaN and {} Inf among the {} outputs; of the {} sampled outputs, {} "
+                               "have a NaN or Inf exact value (left out of the errors) and {} are non-finite where the "
+                               "exact value is finite\n",
+                               k, mo.name, r.stats.nan_outputs, r.stats.inf_outputs, p.m * p.n, e.count,
+                               e.exact_nonfinite, e.nonfinite);
     if (!args.output.empty()) write_product(args.output, p.of, p.m, p.n, r.c);
     per_model.push_back({{"model", mo.name},
                          {"reproducible", mo.reproducible()},

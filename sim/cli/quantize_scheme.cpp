@@ -79,6 +79,14 @@ void run_scheme_array(const QuantizeArgs& a, const BlockScaling& s) {
   }
   std::cerr << nonfinite_warning(a.input, r.blocks.nonfinite_inputs, values.size(), {&r, 1});
   if (!a.out.json) std::cout << quantize_table(rep.config(), rep.results());
+  // NVFP4's codes decode only with the tensor scale, which no .npy holds: say it on stdout as
+  // well as in the report, so that --codes without --out keeps it.
+  if (a.codes && s.rule == ScaleRule::kNvfp4 && !a.out.json) {
+    const auto& packed = rep.results()["packed"];
+    std::cout << fmt::format("tensor scale {} = {:.9g} (a value is code x block scale x tensor scale; the report "
+                             "holds it as results.packed.tensor_scale)\n",
+                             packed["tensor_scale_hex"].get<std::string>(), read_number(packed["tensor_scale"]));
+  }
   finish_report(rep, a.out);
 }
 

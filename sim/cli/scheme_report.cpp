@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "precsim/reports/report.h"
 #include "quant_args.h"
 
@@ -29,6 +31,28 @@ std::string nonfinite_warning(const std::string& name, uint64_t nonfinite, uint6
   return fmt::format("warning: {}: {} of {} inputs are NaN or Inf; the metrics are over the finite inputs{}\n", name,
                      nonfinite, count,
                      lost.empty() ? "" : "; finite inputs made NaN by a NaN or Inf in their block: " + lost);
+}
+
+namespace {
+
+// safetensors' integer and boolean dtypes (I8..I64, U8..U64, BOOL) and NumPy's (<i8, |u1, |b1).
+bool integer_dtype(const std::string& d) {
+  if (d == "BOOL") return true;
+  if (!d.empty() && (d[0] == 'I' || d[0] == 'U') && d.size() > 1 && std::isdigit(static_cast<unsigned char>(d[1])))
+    return true;
+  return d.size() >= 2 && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=') &&
+         (d[1] == 'i' || d[1] == 'u' || d[1] == 'b');
+}
+
+}  // namespace
+
+std::string unranked_reason(const nlohmann::json& tensor) {
+  const std::string dtype = tensor.value("dtype", "");
+  if (integer_dtype(dtype)) return fmt::format("integer dtype {}: not quantized by a recipe", dtype);
+  const uint64_t count = tensor.value("count", uint64_t{0});
+  if (count > 0 && tensor.value("zeros", uint64_t{0}) == count)
+    return fmt::format("all {} values are 0: exact under every scheme", count);
+  return "";
 }
 
 }  // namespace precsim::cli

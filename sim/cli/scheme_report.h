@@ -30,4 +30,9 @@ std::string scheme_table_row(const nlohmann::json& result);
 std::string nonfinite_warning(const std::string& name, uint64_t nonfinite, uint64_t count,
                               std::span<const SchemeAnalysis> schemes);
 
+// Why a tensor of an analyze report's results is left out of the ranking, or "" when it is
+// ranked: integer tensors (token ids, masks, step counters) are not quantized by a recipe, and an
+// all-zero tensor is exact under every scheme; ranked with the weights, both only push them down.
+std::string unranked_reason(const nlohmann::json& tensor);
+
 }  // namespace precsim::cli

@@ -69,3 +69,20 @@ def test_rules_and_configs_as_dicts_or_files_read_alike(reports, tmp_path):
         precsim.train(tmp_path / "broken.json")
     with pytest.raises(FileNotFoundError):
         precsim.report.check(theirs, ours, rules=tmp_path / "missing.json")
+
+
+def test_compare_and_summary_equal_the_cli(reports, cli):
+    d, ours, theirs = reports
+    got = precsim.report.compare(ours, "fp32", "mxfp8")
+    want = json.loads(cli("report", "compare", d / "cli.json", "--a", "fp32", "--b", "mxfp8", "--json"))
+    assert got == want
+    assert got["verdict"] == "one-seed" and got["ci95"] is None and len(got["diff"]) == 1
+    # The difference is b - a of the summaries, per seed.
+    summary = {v["name"]: v["summary"] for v in ours["results"]["runs"][0]["variants"]}
+    assert got["diff"][0] == summary["mxfp8"]["heldout_loss"] - summary["fp32"]["heldout_loss"]
+    with pytest.raises(ValueError, match="bf32"):
+        precsim.report.compare(ours, "fp32", "bf32")
+    assert precsim.report.summary(d / "cli.json", rows=3) == cli("report", "summary", d / "cli.json", "--full",
+                                                               "--rows", "3")
+    with pytest.raises(ValueError, match="rows 0 is out of range"):
+        precsim.report.summary(ours, rows=0)

@@ -38,6 +38,20 @@ def check(baseline: Document, run: Document, *, rules: Optional[Document] = None
     return _c.check_report(_doc(baseline, "baseline"), _doc(run, "run"), r, rtol, atol)
 
 
+def compare(report: Document, a: str, b: str, *, metric: str = "heldout_loss") -> Dict[str, Any]:
+    """`precsim report compare --json`: variants a and b of a train (or demo) report paired by
+    seed, the difference b - a per seed, its mean with a 95% interval (None with one seed), the
+    chaos floor and the verdict ("one-seed", "seed-noise", "chaos-floor" or "different"); a
+    ValueError names the variants or metrics the report has when one is not in it."""
+    return _c.compare_recipes(_doc(report, "report"), a, b, metric)
+
+
+def summary(report: Document, *, rows: int = 20) -> str:
+    """`precsim report summary --full`: the header (kind, status, tool, digest, environment),
+    then the configuration, seeds and results as a tree, `rows` rows of each array shown."""
+    return _c.summarize_report(_doc(report, "report"), int(rows))
+
+
 def plot(report: Document, path: Union[str, "os.PathLike[str]"]) -> str:
     """The report's figure (docs/figures.md) written to path (.png or .svg), as `precsim-plot
     REPORT -o PATH` draws it; returns path. precsim.plot.PlotError for a kind with no figure."""

@@ -11,6 +11,8 @@
 #include "precsim/reports/check.h"
 #include "precsim/reports/read_report.h"
 #include "precsim/reports/report.h"
+#include "precsim/reports/summary.h"
+#include "precsim/sim/analysis/recipe_compare.h"
 #include "precsim/sim/experiment/attribution.h"
 #include "precsim/sim/experiment/runner.h"
 #include "py_common.h"
@@ -132,6 +134,29 @@ std::vector<std::string> validate(nb::handle report) {
   return validate_report(doc);
 }
 
+nb::object compare(nb::handle report, const std::string& a, const std::string& b, const std::string& metric) {
+  const nlohmann::json doc = document_of(report, "report");
+  nlohmann::json out;
+  {
+    nb::gil_scoped_release release;
+    check_envelope(doc, "report");
+    try {
+      out = comparison_json(compare_recipes(doc, a, b, metric));
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(std::string("not a train report's results (") + e.what() + ")");
+    }
+  }
+  return py_from_json(out);
+}
+
+std::string summary_tree(nb::handle report, size_t rows) {
+  if (rows < 1) throw std::invalid_argument("rows " + std::to_string(rows) + " is out of range; allowed: 1 or more");
+  const nlohmann::json doc = document_of(report, "report");
+  nb::gil_scoped_release release;
+  check_envelope(doc, "report");
+  return summarize_report(doc, {.max_rows = rows});
+}
+
 }  // namespace
 
 void bind_reports(nb::module_& m) {
@@ -163,6 +188,10 @@ void bind_reports(nb::module_& m) {
   m.def("validate_report", &validate, nb::arg("report"), "Every problem found; a str is the path of a report file.");
   m.def("check_report", &check, nb::arg("baseline"), nb::arg("run"), nb::arg("rules").none(), nb::arg("rtol").none(),
         nb::arg("atol").none(), "`precsim report check`; a str is the path of a report (or rules) file.");
+  m.def("compare_recipes", &compare, nb::arg("report"), nb::arg("a"), nb::arg("b"), nb::arg("metric"),
+        "`precsim report compare --json`: variants a and b of a train report, paired by seed.");
+  m.def("summarize_report", &summary_tree, nb::arg("report"), nb::arg("rows"),
+        "`precsim report summary --full`: the header, configuration, seeds and results as a tree.");
 }
 
 }  // namespace precsim::py

@@ -58,7 +58,11 @@ GemmErrorStats measure_error(const ExactSample& s, const double* c, const Format
   for (size_t t = 0; t < s.index.size(); ++t) {
     const double got = c[s.index[t]], want = s.exact[t];
     ++e.count;
-    if (!std::isfinite(got) && std::isfinite(want)) {
+    if (!std::isfinite(want)) {
+      ++e.exact_nonfinite;
+      continue;
+    }
+    if (!std::isfinite(got)) {
       ++e.nonfinite;
       continue;
     }
@@ -88,6 +92,8 @@ GemmErrorStats measure_error(const ExactSample& s, const double* c, const Format
   e.mean_rel = rel_count ? sum_rel / static_cast<double>(rel_count) : 0;
   e.mean_ulp = ulp_count ? sum_ulp / static_cast<double>(ulp_count) : 0;
   e.normwise = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0);
+  if (e.exact_nonfinite == e.count && e.count > 0)
+    e.max_rel = e.mean_rel = e.max_abs = e.normwise = e.mean_ulp = std::nan("");
   return e;
 }
 
@@ -98,10 +104,19 @@ nlohmann::json to_json(const GemmErrorStats& e) {
                                                          : fmt::format(">{}", kUlpBucketEdges.back());
     hist.push_back({{"ulps", label}, {"count", e.ulp_hist[b]}});
   }
-  return {{"samples", e.count},        {"exact_zero", e.exact_zero},        {"nonfinite", e.nonfinite},
-          {"max_rel_error", json_number(e.max_rel)}, {"mean_rel_error", json_number(e.mean_rel)},
-          {"max_abs_error", json_number(e.max_abs)}, {"normwise_error", json_number(e.normwise)},
-          {"max_ulp_error", e.max_ulp}, {"mean_ulp_error", json_number(e.mean_ulp)}, {"ulp_histogram", hist}};
+  nlohmann::json j = {{"samples", e.count},
+                      {"exact_zero", e.exact_zero},
+                      {"nonfinite", e.nonfinite},
+                      {"max_rel_error", json_number(e.max_rel)},
+                      {"mean_rel_error", json_number(e.mean_rel)},
+                      {"max_abs_error", json_number(e.max_abs)},
+                      {"normwise_error", json_number(e.normwise)},
+                      {"max_ulp_error", e.max_ulp},
+                      {"mean_ulp_error", json_number(e.mean_ulp)},
+                      {"ulp_histogram", hist}};
+  // Only where there is something to count, so that reports of finite operands keep their digests.
+  if (e.exact_nonfinite) j["exact_nonfinite"] = e.exact_nonfinite;
+  return j;
 }
 
 }  // namespace precsim

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
+#include "precsim/formats/name_table.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
@@ -74,6 +75,20 @@ void teacher_student(Dataset& d, const DataConfig& c, uint64_t seed) {
   gen(d.x_heldout, d.t_heldout, c.heldout_size, uint64_t(c.train_size));
 }
 
+// A NaN or Inf in the data makes the FP64 reference and every recipe non-finite from the first
+// step, which then reads as the recipes' fault: refused, naming the first one by row and column.
+void check_finite(const NpyArray& a, const std::vector<double>& v, const std::string& path) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+  if (bad == 0) return;
+  const size_t cols = a.shape.size() >= 2 ? a.count() / a.shape[0] : 1;
+  throw std::invalid_argument(fmt::format("'{}': {} of its {} values {} NaN or Inf, the first ({}) at row {}, column {}; "
+                                          "data must be finite (drop or impute those rows first)",
+                                          path, bad, v.size(), bad == 1 ? "is" : "are", std::isnan(v[first]) ? "NaN" : "Inf", first / cols,
+                                          first % cols));
+}
+
 std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
   const size_t n = a.count();
   std::vector<double> v(n);
@@ -82,8 +97,7 @@ std::vector<double> npy_values(const NpyArray& a, const std::string& path) {
   else if (a.descr == "<i4") for (size_t i = 0; i < n; ++i) v[i] = a.as<int32_t>()[i];
   else if (a.descr == "<i8") for (size_t i = 0; i < n; ++i) v[i] = double(a.as<int64_t>()[i]);
   else throw std::invalid_argument(fmt::format("'{}': dtype {} is not supported; expected <f4, <f8, <i4 or <i8", path, a.descr));
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) throw std::invalid_argument(fmt::format("'{}': element {} is {}; data must be finite", path, i, v[i]));
+  check_finite(a, v, path);
   return v;
 }
 
@@ -159,16 +173,14 @@ DataShape generated_shape(const DataConfig& c) {
   sh.features = c.features;
   sh.train_rows = c.train_size;
   sh.heldout_rows = c.heldout_size;
-  if (c.kind == "gaussian-mixture") {
+  if (c.kind == DataKind::kGaussianMixture) {
     if (c.classes < 2) throw std::invalid_argument(fmt::format("data.classes {} must be >= 2", c.classes));
     sh.task = Task::kClassification;
     sh.outputs = c.classes;
-  } else if (c.kind == "teacher-student") {
+  } else {
     if (c.outputs < 1 || c.teacher_hidden < 1) throw std::invalid_argument("data.outputs and data.teacher_hidden must be >= 1");
     sh.task = Task::kRegression;
     sh.outputs = c.outputs;
-  } else {
-    throw std::invalid_argument(fmt::format("unknown data.kind '{}'; allowed: gaussian-mixture, teacher-student, npy", c.kind));
   }
   return sh;
 }
@@ -176,14 +188,14 @@ DataShape generated_shape(const DataConfig& c) {
 }  // namespace
 
 DataShape data_shape(const DataConfig& c) {
-  if (c.kind != "npy") return generated_shape(c);
+  if (c.kind != DataKind::kNpy) return generated_shape(c);
   const NpyFiles files = read_npy_files(c);
   return npy_shape(files.x, files.y, c);
 }
 
 Dataset make_dataset(const DataConfig& c, uint64_t seed) {
   Dataset d;
-  if (c.kind == "npy") {
+  if (c.kind == DataKind::kNpy) {
     from_npy(d, c);
     return d;
   }
@@ -214,6 +226,13 @@ void batch_indices(std::vector<int>& out, int train_count, int batch, uint64_t s
   }
 }
 
+constexpr auto kDataKinds = name_table<DataKind>(
+    {{DataKind::kGaussianMixture, "gaussian-mixture"}, {DataKind::kTeacherStudent, "teacher-student"}, {DataKind::kNpy, "npy"}});
+
+std::string_view to_string(DataKind k) { return kDataKinds.name(k); }
+void to_json(nlohmann::json& j, DataKind k) { j = to_string(k); }
+void from_json(const nlohmann::json& j, DataKind& k) { k = kDataKinds.parse(j.get<std::string>(), "data.kind"); }
+
 // One list of the keys serves both directions; the names are the config keys.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs, train_size, heldout_size, separation,
                                    noise, teacher_hidden, target_scale, label_noise, features_path, labels_path,
@@ -222,7 +241,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, kind, features, classes, outputs,
 nlohmann::json data_config_to_json(const DataConfig& c) { return c; }
 
 DataConfig data_config_from_json(const nlohmann::json& j) {
-  return merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
+  DataConfig c = merge_config(data_config_to_json(DataConfig{}), j, "data").get<DataConfig>();
+  // Paths to files mean the files: without a kind they are an npy data set, and with another kind
+  // they would be ignored while the run trains on generated data.
+  const bool paths = !c.features_path.empty() || !c.labels_path.empty();
+  if (paths && j.is_object() && !j.contains("kind")) c.kind = DataKind::kNpy;
+  if (paths && c.kind != DataKind::kNpy)
+    throw std::invalid_argument("data.features_path and data.labels_path are read only with data.kind 'npy'; data.kind is '" +
+                                std::string(to_string(c.kind)) + "' (set \"kind\": \"npy\", or remove the paths)");
+  return c;
 }
 
 }  // namespace precsim

@@ -11,6 +11,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "precsim/formats/name_table.h"
 #include "precsim/sim/core/random.h"
 #include "precsim/sim/core/strict_json.h"
 #include "precsim/sim/data/data_json.h"
@@ -39,16 +40,16 @@ void put_row(SeqDataset& d, int row, const std::vector<int32_t>& seq, size_t ans
 
 // A synthetic task's longest problem must fit the context.
 void check_fits_context(const SeqDataConfig& c, int context) {
-  const int needed = c.kind == "modadd" ? c.max_length + 1 : 2 * c.max_length;
+  const int needed = c.kind == SeqTask::kModAdd ? c.max_length + 1 : 2 * c.max_length;
   if (needed > context)
     throw std::invalid_argument(fmt::format("data.max_length {} needs a context of {} positions for data.kind {}; model.context is {}",
-                                            c.max_length, needed, c.kind, context));
+                                            c.max_length, needed, to_string(c.kind), context));
 }
 
 void synthetic(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
   const int sep = c.symbols, pad = c.symbols + 1;
   d.vocab = c.symbols + 2;
-  const bool modadd = c.kind == "modadd";
+  const bool modadd = c.kind == SeqTask::kModAdd;
   check_fits_context(c, d.context);
   std::vector<int32_t> seq, items;
   for (int r = 0; r < d.train_rows + d.heldout_rows; ++r) {
@@ -64,8 +65,8 @@ void synthetic(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
       seq.push_back(int32_t(s % c.symbols));
     } else {
       std::vector<int32_t> out = items;
-      if (c.kind == "reverse") std::reverse(out.begin(), out.end());
-      if (c.kind == "sort") std::sort(out.begin(), out.end());
+      if (c.kind == SeqTask::kReverse) std::reverse(out.begin(), out.end());
+      if (c.kind == SeqTask::kSort) std::sort(out.begin(), out.end());
       seq.insert(seq.end(), out.begin(), out.end());
     }
     put_row(d, r, seq, answer, pad);
@@ -127,12 +128,9 @@ void text(SeqDataset& d, const SeqDataConfig& c, uint64_t seed) {
 
 // The checks of the configuration that need neither the context nor a file.
 void check_seq_config(const SeqDataConfig& c) {
-  static const char* const kKinds[] = {"copy", "reverse", "sort", "modadd", "text"};
-  if (std::find(std::begin(kKinds), std::end(kKinds), c.kind) == std::end(kKinds))
-    throw std::invalid_argument(fmt::format("data.kind '{}' is unknown for a transformer; allowed: copy, reverse, sort, modadd, text", c.kind));
   if (c.train_size < 1 || c.heldout_size < 1)
     throw std::invalid_argument(fmt::format("data.train_size {} and data.heldout_size {} must be >= 1", c.train_size, c.heldout_size));
-  if (c.kind != "text") {
+  if (c.kind != SeqTask::kText) {
     if (c.symbols < 2 || c.symbols > 1000) throw std::invalid_argument(fmt::format("data.symbols {} is out of range; allowed: 2..1000", c.symbols));
     if (c.min_length < 1 || c.max_length < c.min_length)
       throw std::invalid_argument(fmt::format("data.min_length {} and data.max_length {} need 1 <= min_length <= max_length",
@@ -149,7 +147,7 @@ SeqDataShape seq_data_shape(const SeqDataConfig& c, int context) {
   SeqDataShape sh;
   sh.train_rows = c.train_size;
   sh.heldout_rows = c.heldout_size;
-  if (c.kind == "text") {
+  if (c.kind == SeqTask::kText) {
     sh.vocab = int(read_text(c, context).token_names.size());
   } else {
     check_fits_context(c, context);
@@ -169,7 +167,7 @@ SeqDataset make_seq_dataset(const SeqDataConfig& c, int context, uint64_t seed) 
   d.targets.resize(n);
   d.valid.resize(n);
   d.loss_mask.resize(n);
-  if (c.kind == "text") text(d, c, seed);
+  if (c.kind == SeqTask::kText) text(d, c, seed);
   else synthetic(d, c, seed);
   return d;
 }
@@ -196,6 +194,17 @@ void gather_rows(SeqBatch& out, const SeqDataset& d, const std::vector<int>& row
     std::copy_n(d.loss_mask.begin() + src, T, out.loss_mask.begin() + i * T);
   }
 }
+
+constexpr auto kSeqTasks = name_table<SeqTask>({{SeqTask::kCopy, "copy"},
+                                                {SeqTask::kReverse, "reverse"},
+                                                {SeqTask::kSort, "sort"},
+                                                {SeqTask::kModAdd, "modadd"},
+                                                {SeqTask::kText, "text"}});
+
+std::string_view to_string(SeqTask t) { return kSeqTasks.name(t); }
+void to_json(nlohmann::json& j, SeqTask t) { j = to_string(t); }
+// A transformer config's data.kind: its tasks only (an MLP's kinds are another config's).
+void from_json(const nlohmann::json& j, SeqTask& t) { t = kSeqTasks.parse(j.get<std::string>(), "transformer data.kind"); }
 
 // One key list serves both directions, as for the tabular DataConfig.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SeqDataConfig, kind, symbols, min_length, max_length, train_size, heldout_size,

@@ -278,24 +278,59 @@ json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o
   return search_json(sp, t, search_stats(sp, t, o.budget), o.budget);
 }
 
+namespace {
+
+// The Pareto points, cheapest first (the greedy path visits them from the costliest down).
+std::vector<size_t> pareto_by_cost(const json& pts) {
+  std::vector<size_t> order;
+  for (size_t k = 0; k < pts.size(); ++k)
+    if (pts[k]["pareto"].get<bool>()) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return read_number(pts[a]["cost_bits"]) < read_number(pts[b]["cost_bits"]);
+  });
+  return order;
+}
+
+std::string search_row(const json& p, bool chosen, bool one_seed) {
+  std::string assign;
+  for (const auto& [part, f] : p["assignment"].items()) assign += (assign.empty() ? "" : " ") + part + "=" + f.get<std::string>();
+  const json& d = p["heldout_loss_change"];
+  const double lo = read_number(d["ci95"][0]), hi = read_number(d["ci95"][1]);
+  const std::string interval = one_seed ? "no interval" : fmt::format("[{:+.3e}, {:+.3e}]", lo, hi);
+  const bool noise = !one_seed && lo <= 0 && hi >= 0;
+  return fmt::format("{} {:>7.4g} {:>+12.4e}  {:<26} {:<5}  {}\n", chosen ? "*" : " ", read_number(p["cost_bits"]),
+                     read_number(d["mean"]), interval, noise ? "noise" : "", assign);
+}
+
+}  // namespace
+
+std::vector<json> pareto_recipes(const json& results) {
+  std::vector<json> out;
+  for (size_t k : pareto_by_cost(results["points"])) out.push_back(results["points"][k]["recipe"]);
+  return out;
+}
+
 std::string search_table(const json& results) {
-  std::string t = fmt::format("search from '{}' ({}), budget {:.4g} bits, {} seed(s): the Pareto set (loss change against "
-                              "every layer in {})\n",
+  const int seeds = results["seeds"].get<int>();
+  const std::string top = results["formats"][0]["format"].get<std::string>();
+  std::string t = fmt::format("search from '{}' ({}), budget {:.4g} bits, {} seed(s): the Pareto set, cheapest first\n",
                               results["base"].get<std::string>(), results["method"].get<std::string>(),
-                              read_number(results["budget_bits"]), results["seeds"].get<int>(),
-                              results["formats"][0]["format"].get<std::string>());
+                              read_number(results["budget_bits"]), seeds);
+  t += fmt::format("{} {:>7} {:>12}  {:<26} {:<5}  {}\n", " ", "bits", "held-out", "95% interval", "noise", "assignment");
   const json& pts = results["points"];
-  for (size_t k = 0; k < pts.size(); ++k) {
-    const json& p = pts[k];
-    if (!p["pareto"].get<bool>()) continue;
-    std::string assign;
-    for (const auto& [part, f] : p["assignment"].items()) assign += (assign.empty() ? "" : " ") + part + "=" + f.get<std::string>();
-    const json& d = p["heldout_loss_change"];
-    t += fmt::format("{} {:>7.4g} bits  held-out change {:>10.4g} [{:.3g}, {:.3g}]  {}\n",
-                     results["chosen"] == json(k) ? "*" : " ", read_number(p["cost_bits"]), read_number(d["mean"]),
-                     read_number(d["ci95"][0]), read_number(d["ci95"][1]), assign);
-    t += "    recipe: " + p["recipe"].dump() + "\n    digest: " + p["digest"].get<std::string>() + "\n";
-  }
+  const std::vector<size_t> order = pareto_by_cost(pts);
+  for (size_t k : order) t += search_row(pts[k], results["chosen"] == json(k), seeds < 2);
+  t += "legend:\n";
+  t += "  bits          per weight and activation (scales included), averaged over the layers by multiply-adds\n";
+  t += fmt::format("  held-out      change of the held-out loss against every layer in {}, mean over seeds\n", top);
+  t += "  95% interval  of that mean (Student's t over the seeds)\n";
+  t += "  noise         the interval holds 0: these seeds do not tell the point from the top one\n";
+  t += "  *             the point chosen: the lowest held-out loss within the budget\n";
+  t += "findings:\n";
+  t += fmt::format("  - {} Pareto point(s) of {} tried{}\n", order.size(), pts.size(),
+                   seeds < 2 ? "; 1 seed: no interval, run --seeds 3 to tell the points from seed noise" : "");
+  t += "  - each point's recipe and digest are in the report (results.points[k]); --save-recipes FILE writes them as a "
+       "config that precsim train --config runs\n";
   return t;
 }
 

@@ -58,7 +58,14 @@ std::vector<Recipe> recipes_from_json(const json& list) {
       const std::string name = o["name"];
       o.erase("name");
       // The name is the preset when none is given; errors then name the recipe as the config does.
-      rec = recipe_from_json(o, name);
+      try {
+        rec = recipe_from_json(o, name);
+      } catch (const std::invalid_argument& e) {
+        // A config holds several recipes: an error inside one says which.
+        const std::string what = e.what(), tag = "recipe '" + name + "'";
+        if (what.find(tag) != std::string::npos) throw;
+        throw std::invalid_argument(tag + ": " + what);
+      }
       rec.name = name;
     } else {
       throw std::invalid_argument("recipes: each entry is a preset name or an object, got " + r.dump());
@@ -177,6 +184,8 @@ std::string train_config_doc() {
   data.features_path, data.labels_path, data.heldout_fraction   npy: (N,F) float features; (N) int
                       class labels (data.classes) or (N[,O]) float targets; trailing fraction held out (0.2)
                       relative paths in a --config file are relative to that file (as data.text_path)
+                      paths without data.kind mean kind npy; values must be finite (the first
+                      NaN or Inf is named by row and column)
   items.mask_fraction rows whose items are all masked (weight 0) (0)
   items.min_per_row, items.max_per_row   items of an unmasked row, keyed uniform integer; the loss is
                       sum items x row loss / items, so unequal counts tell the normalisations apart (1, 1)

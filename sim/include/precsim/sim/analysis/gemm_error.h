@@ -33,9 +33,12 @@ struct GemmErrorStats {
   uint64_t count = 0;
   uint64_t exact_zero = 0;      // samples whose exact value is 0 (left out of relative errors)
   uint64_t nonfinite = 0;       // model gave NaN or Inf where the exact value is finite
+  // Samples whose exact value is NaN or Inf (NaN or Inf operands): no error is defined there, so
+  // they are left out of every error below, and a product with no finite sample has NaN errors.
+  uint64_t exact_nonfinite = 0;
   double max_rel = 0, mean_rel = 0;
   double max_abs = 0;
-  double normwise = 0;          // ||C - C_exact||_F / ||C_exact||_F over the samples
+  double normwise = 0;          // ||C - C_exact||_F / ||C_exact||_F over the finite samples
   int64_t max_ulp = 0;          // |ulps| from the correctly rounded exact value, in out
   double mean_ulp = 0;
   std::array<uint64_t, kUlpBucketEdges.size() + 1> ulp_hist{};  // |ulps| <= edge, ..., > last

@@ -6,14 +6,19 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace precsim {
 
 enum class Task : uint8_t { kClassification, kRegression };
 
+// Where an MLP's data come from; "gaussian-mixture" | "teacher-student" | "npy" in a config.
+enum class DataKind : uint8_t { kGaussianMixture, kTeacherStudent, kNpy };
+std::string_view to_string(DataKind k);
+
 struct DataConfig {
-  std::string kind = "gaussian-mixture";  // gaussian-mixture | teacher-student | npy
+  DataKind kind = DataKind::kGaussianMixture;
   int features = 32;
   int classes = 10;         // gaussian-mixture classes
   int outputs = 1;          // teacher-student outputs

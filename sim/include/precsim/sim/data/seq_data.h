@@ -6,14 +6,19 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "precsim/sim/data/batch.h"
 
 namespace precsim {
 
+// A transformer's task; "copy" | "reverse" | "sort" | "modadd" | "text" in a config.
+enum class SeqTask : uint8_t { kCopy, kReverse, kSort, kModAdd, kText };
+std::string_view to_string(SeqTask t);
+
 struct SeqDataConfig {
-  std::string kind = "copy";  // copy | reverse | sort | modadd | text
+  SeqTask kind = SeqTask::kCopy;
   int symbols = 10;           // synthetic tasks: tokens 0..symbols-1, then SEP and PAD
   int min_length = 2;         // synthetic tasks: items per problem (copy/reverse/sort: 2 length + 1 <= context + 1)
   int max_length = 8;

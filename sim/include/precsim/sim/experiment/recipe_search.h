@@ -35,7 +35,9 @@ Recipe with_layer_format(const Recipe& base, const std::string& part, const Sear
 // The results of a `precsim search` report. Throws std::invalid_argument (before any step) for a
 // budget below the cheapest assignment, an unknown format, or a base recipe with per-part keys.
 nlohmann::json run_search(const TrainConfig& c, const Recipe& base, const SearchOptions& o, const RunHooks& hooks = {});
-// The Pareto table of a search report's results, each point with its config snippet and digest.
+// The Pareto table of a search report's results, cheapest first, with a legend and what it found.
 std::string search_table(const nlohmann::json& results);
+// The recipes of the Pareto points of a search report's results, cheapest first.
+std::vector<nlohmann::json> pareto_recipes(const nlohmann::json& results);
 
 }  // namespace precsim
