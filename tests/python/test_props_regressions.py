@@ -1,0 +1,37 @@
+"""What the property tests (test_props_*.py) found, each kept as a plain example: layouts and
+byte orders the engine was handed wrongly, and shapes that came back changed."""
+import numpy as np
+import pytest
+
+import precsim
+
+
+def test_big_endian_float16_is_swapped_before_decoding():
+    # '>f2' items were read as codes unswapped: 1.5 came back as 3.7e-06.
+    x = np.array([1.5, -3.0, 65504.0, 2.0 ** -24], ">f2")
+    want = np.array([1.5, -3.0, 65504.0, 2.0 ** -24], np.float32)
+    assert precsim.quantize(x, "fp32").tobytes() == want.tobytes()
+    assert precsim.encode(x, "fp16").tobytes() == np.array([0x3E00, 0xC200, 0x7BFF, 0x0001], np.uint16).tobytes()
+
+
+def test_big_endian_codes_are_swapped_before_decoding():
+    codes = np.array([0x3F80, 0xC000], ">u2")  # bf16 codes of 1.0 and -2.0
+    assert precsim.decode(codes, "bf16").tolist() == [1.0, -2.0]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.bool_])
+def test_fortran_ordered_integers_are_accepted(dtype):
+    # astype kept the Fortran order and the engine refused it with nanobind's signature dump.
+    x = np.asfortranarray(np.array([[1, 0, 1], [0, 1, 1]], dtype))
+    want = x.astype(np.float64)
+    got = precsim.quantize(x, "bf16")
+    assert got.flags.c_contiguous and got.tolist() == want.tolist()
+    assert precsim.encode(x, "int8").tolist() == want.astype(np.uint8).tolist()
+
+
+def test_zero_dimensional_codes_decode_to_a_zero_dimensional_array():
+    # np.ascontiguousarray made the 0-d codes 1-d, and the result shape (1,).
+    codes = precsim.encode(np.float32(1.5), "e4m3")
+    assert codes.shape == ()
+    back = precsim.decode(codes, "e4m3")
+    assert back.shape == () and float(back) == 1.5
