@@ -35,3 +35,9 @@ def test_zero_dimensional_codes_decode_to_a_zero_dimensional_array():
     assert codes.shape == ()
     back = precsim.decode(codes, "e4m3")
     assert back.shape == () and float(back) == 1.5
+
+
+def test_analyze_of_a_0d_array_keeps_its_shape():
+    # np.ascontiguousarray made it 1-d: "shape" said [1] where `precsim analyze` says [].
+    got = precsim.analyze(np.array(3.0, np.float32), ["e4m3"])
+    assert got["shape"] == [] and (got["rows"], got["cols"], got["count"]) == (1, 1, 1)
