@@ -17,6 +17,7 @@
 #include "precsim/sim/analysis/tensor_report.h"
 #include "py_common.h"
 #include "py_json.h"
+#include "signals.h"
 
 namespace precsim::py {
 namespace {
@@ -122,11 +123,20 @@ void bind_scheme_stats(nb::module_& m) {
                       const QuantOptions& o) {
     const std::vector<BlockScaling> schemes = resolve_schemes(names, o);
     if (x.size() == 0) throw std::invalid_argument("x: the array is empty");
+    // analyze_tensor's loop, one scheme at a time with Ctrl-C polled between them.
+    const std::span<const float> values(x.data(), x.size());
+    SignalPoll signals;
     TensorAnalysis t;
     {
       nb::gil_scoped_release release;
-      t = analyze_tensor(std::span<const float>(x.data(), x.size()), shape, schemes, 0);
+      t = analyze_tensor(values, shape, {}, 0);
+      std::vector<float> q(values.size());
+      for (const auto& s : schemes) {
+        t.schemes.push_back(analyze_scheme(values, t.rows, t.cols, s, 0, q));
+        if (signals.poll()) break;
+      }
     }
+    if (signals.raised()) signals.rethrow();
     return py_from_json(tensor_analysis_json(t));
   }, nb::arg("x").noconvert(), nb::arg("shape"), nb::arg("schemes"), nb::arg("options"));
 }

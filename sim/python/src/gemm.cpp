@@ -17,6 +17,7 @@
 #include "precsim/sim/accum/accum_model_json.h"
 #include "py_common.h"
 #include "py_json.h"
+#include "signals.h"
 
 namespace precsim::py {
 namespace {
@@ -75,11 +76,15 @@ nb::dict run_gemm(const GemmCall& call, Array<const float> a, Array<const float>
   g.b_scales = scales_of(call.b_scales, "b_scales", n, k, call.block_k, call.b_block_mn, call.b_tensor_scale);
   if (a.size() != size_t(m * k) || b.size() != size_t(k * n) || c.size() != size_t(m * n))
     throw std::invalid_argument("operand sizes do not match m, n, k");
+  // Ctrl-C: the product stops between chunks of rows and the KeyboardInterrupt is raised.
+  SignalPoll signals;
+  g.stop = [&signals] { return signals.poll(); };
   GemmStats st;
   {
     nb::gil_scoped_release release;
     st = gemm(model, g, a.data(), b.data(), c.data());
   }
+  if (signals.raised()) signals.rethrow();
   nb::dict d;
   d["macs"] = st.macs;
   d["inputs"] = st.inputs;

@@ -224,6 +224,32 @@ double accumulate_all(const AccumModel& model, const detail::AccumEngine& eng, c
   return f64_acc ? alpha * t : to_f32(alpha * t);
 }
 
+// Products per chunk of rows between two polls of GemmArgs::stop: a few milliseconds of the
+// slowest emulated models on one core, so that a stop is seen well within a second.
+constexpr int64_t kStopChunkMacs = int64_t{1} << 22;
+
+// accumulate_all over chunks of C's rows, polling g.stop between them; stopped says it ended the
+// product early. Each output depends on its row and column only, so the chunks change no bit.
+double accumulate_in_chunks(const AccumModel& model, const detail::AccumEngine& eng, const detail::KernelArgs& ka,
+                            const GemmArgs& g, bool f64_acc, double alpha, double* acc, bool& stopped) {
+  const int64_t per_row = std::max<int64_t>(1, g.n * g.k);
+  const int64_t rows = std::max<int64_t>(int64_t{4} * ka.threads, kStopChunkMacs / per_row);
+  double scaled_alpha = alpha;
+  for (int64_t r0 = 0; r0 < g.m; r0 += rows) {
+    detail::KernelArgs kr = ka;
+    kr.m = std::min(rows, g.m - r0);
+    kr.a = ka.a + r0 * ka.a_rs;
+    GemmArgs gr = g;
+    gr.m = kr.m;
+    scaled_alpha = accumulate_all(model, eng, kr, gr, f64_acc, alpha, acc + r0 * g.n);
+    if (r0 + rows < g.m && g.stop()) {
+      stopped = true;
+      break;
+    }
+  }
+  return scaled_alpha;
+}
+
 // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format (none
 // where the output is the native accumulator format).
 template <class Out>
@@ -293,7 +319,13 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
-  const double scaled_alpha = accumulate_all(model, eng, ka, g, f64_acc, alpha, acc.get());
+  // A stop hook splits the rows (not under A's block scales, whose row blocks and error messages
+  // count from row 0, nor for the unordered model, whose Eigen blocking follows the shape).
+  const bool chunked = g.stop && !g.a_scales.scale && model.kind != AccumKind::kUnordered;
+  const double scaled_alpha = chunked
+                                  ? accumulate_in_chunks(model, eng, ka, g, f64_acc, alpha, acc.get(), stats.stopped)
+                                  : accumulate_all(model, eng, ka, g, f64_acc, alpha, acc.get());
+  if (stats.stopped) return stats;
   if ((out_native32 || out_native64) && scaled_alpha == 1.0 && beta == 0.0) {
     stats.output = store_native(acc.get(), g.m, g.n, c, l.ldc, threads, stats.nan_outputs, stats.inf_outputs);
     return stats;
