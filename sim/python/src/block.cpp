@@ -71,7 +71,9 @@ void bind_packed(nb::module_& m) {
       .def_ro("tensor_scale", &BlockPacked::tensor_scale)
       .def_prop_ro("codes", [](nb::handle self) {
         BlockPacked& p = nb::cast<BlockPacked&>(self);
-        const size_t stored_rows = p.code_row_bytes ? p.codes.size() / p.code_row_bytes : 0;
+        // The array's rows, or for axis 0 its columns (the transpose is stored), even where a row
+        // holds no byte: an empty array's (0, 64) codes along axis 0 are (64, 0), as the CLI's.
+        const size_t stored_rows = p.axis == 0 ? p.cols : p.rows;
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>>(p.codes.data(), {stored_rows, p.code_row_bytes}, self);
       }, nb::rv_policy::reference_internal)
       .def_prop_ro("scale_bytes", [](nb::handle self) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -160,7 +161,9 @@ void accumulate_scaled(const AccumModel& model, const detail::AccumEngine& eng, 
 
 // One row of accumulators stored into C, NaN and infinite values counted on their bits: the
 // integer compares vectorise where the floating-point ones did not. The conversion to float is the
-// scalar one in every lane (nearest-even; a NaN stays a NaN).
+// scalar one in every lane (nearest-even); a NaN becomes the format's NaN, positive and quiet, as
+// the epilogue's rounding into C makes it (x86's inf - inf is negative: float and double C of one
+// product, precsim.gemm's and precsim gemm's, differed in the sign).
 template <class Out>
 [[gnu::always_inline]] inline void store_row(const double* acc, Out* c, int64_t n, uint64_t& nans, uint64_t& infs) {
   constexpr uint64_t kInf = 0x7ff0000000000000u;
@@ -170,7 +173,7 @@ template <class Out>
     const uint64_t mag = std::bit_cast<uint64_t>(v) & ~(uint64_t{1} << 63);
     nn += mag > kInf;
     ni += mag == kInf;
-    c[j] = static_cast<Out>(v);
+    c[j] = mag > kInf ? std::numeric_limits<Out>::quiet_NaN() : static_cast<Out>(v);
   }
   nans += nn;
   infs += ni;
