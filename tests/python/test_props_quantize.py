@@ -63,7 +63,7 @@ def format_and_options(draw):
     """A format and options of which at most one is bad: with two, either error is right."""
     if draw(st.booleans()):
         return draw(format_specs()), draw(quant_options())
-    return draw(format_specs(good_only=True)), draw(quant_options(bad=True))
+    return draw(st.sampled_from(PRESETS + ALIASES)), draw(quant_options(bad=True))
 
 
 @props(30)
@@ -79,6 +79,10 @@ def test_quantize_and_encode_equal_the_cli(x, case):
             assert cerr is not None and str(cerr) == str(err)
             assert isinstance(err, ValueError), err
             bad = cli_error("quantize", "-f", fmt, "--input", f"{d}/x.npy", "--output", f"{d}/y.npy", *args)
+            if cli_text(str(err)) not in bad:
+                # -f takes block schemes too and words a bad option for both grammars; a flag that
+                # takes formats only words it as Python does.
+                bad = cli_error("quantize", "-f", "fp32", "--input-format", fmt, "--input", f"{d}/x.npy")
             assert cli_text(str(err)) in bad
             return
         run_cli("quantize", "-q", "-f", fmt, "--input", f"{d}/x.npy", "--output", f"{d}/y.npy", *args)
