@@ -37,7 +37,8 @@ fi
 # against Debian's NumPy 1.24, while ml_dtypes 0.7 brings NumPy 2 into the venv). ml_dtypes is best
 # effort as before; a missing torch makes the Python tests fail under CI.
 venv="$here/build/venv"
-pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0")
+pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0"
+      "hypothesis==6.170.17")
 if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$here/build"
   /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || true
@@ -53,6 +54,12 @@ fi
 if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import nanobind, scikit_build_core, pytest" 2>/dev/null; then
   timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]:1:3}" >/dev/null 2>&1 ||
     echo "setup: some of ${pins[*]:1:3} could not be installed from PyPI; the Python package is not built" >&2
+fi
+# hypothesis for the property tests (tests/python/test_props_*.py), on its own and pinned: the
+# default suite's examples come from a fixed seed, and another version draws other examples.
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import hypothesis, sys; sys.exit(hypothesis.__version__ != '${pins[5]#hypothesis==}')" 2>/dev/null; then
+  timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[5]}" >/dev/null 2>&1 ||
+    echo "setup: ${pins[5]} could not be installed from PyPI; the property tests fail under CI" >&2
 fi
 if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   echo "setup: installing ${pins[4]} into build/venv (~3 GB: minutes)" >&2

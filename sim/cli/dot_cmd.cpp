@@ -33,7 +33,9 @@ std::vector<float> parse_values(const char* option, const std::vector<std::strin
   for (size_t i = 0; i < text.size(); ++i) {
     const double x = or_usage_error(fmt::format("{} element {}", option, i), [&] { return parse_real(text[i]); });
     const double q = round_to(f, x);
-    if (!(q == x || (std::isnan(q) && std::isnan(x))) || static_cast<double>(static_cast<float>(x)) != x)
+    // NaN is a value of every format that has one (q is NaN too), and a float.
+    const bool nan = std::isnan(q) && std::isnan(x);
+    if (!(q == x || nan) || (!nan && static_cast<double>(static_cast<float>(x)) != x))
       throw UsageError(fmt::format("{} element {} '{}' is not a value of {} (nearest: {})", option, i, text[i], f.name,
                                    hex_float(q)));
     v.push_back(static_cast<float>(x));
@@ -44,7 +46,7 @@ std::vector<float> parse_values(const char* option, const std::vector<std::strin
 void run(const Args& args) {
   const AccumModel model = accum_model_arg("--model", args.model, args.output_format);
   if (model.kind == AccumKind::kUnordered)
-    throw UsageError("--model unordered has no defined summation order; `precsim dot` needs an ordered model");
+    throw UsageError("--model unordered has no defined summation order; dot needs an ordered model");
   const std::string in_name = !args.input_format.empty() ? args.input_format
                               : model.kind == AccumKind::kBlockFma ? "fp16" : "fp32";
   const Format in = parse_format_arg("--input-format", in_name);

@@ -76,10 +76,11 @@ def values(x, what="x"):
     """x as float32 or float64, C-contiguous: the array itself where it already is one, else one
     conversion (float16 and ml_dtypes codes decoded exactly by the engine); TypeError otherwise."""
     a = np.asarray(x)
+    # Big-endian items are swapped first: float16's bytes are read as codes below.
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     dt = a.dtype
     if dt.kind == "f" and dt.itemsize in (4, 8):
-        if not dt.isnative:
-            a = a.astype(dt.newbyteorder("="))
         return a if a.flags.c_contiguous else np.ascontiguousarray(a)
     f = _format_of_dtype(dt)
     if f is not None:
@@ -88,7 +89,8 @@ def values(x, what="x"):
         _c.decode_f32(f, codes, out)
         return out
     if dt.kind in "biu":
-        return a.astype(np.float64)
+        # order="C": astype keeps a Fortran-ordered array's layout, which the engine refuses.
+        return a.astype(np.float64, order="C")
     raise TypeError(f"{what}: dtype {dt} is not supported; allowed: {ALLOWED}")
 
 
@@ -146,7 +148,10 @@ def encode(x, fmt, *, rounding="nearest-even", overflow="ieee", flush_subnormals
 def decode(codes, fmt, *, dtype=np.float32):
     """The exact values of codes of fmt (any unsigned or ml_dtypes array of fmt's code width)."""
     f = _format(fmt)
-    c = np.ascontiguousarray(codes)
+    # np.array, not np.ascontiguousarray, which makes a 0-d array 1-d.
+    c = np.array(codes, copy=None, order="C")
+    if not c.dtype.isnative:
+        c = c.astype(c.dtype.newbyteorder("="))
     if c.dtype.itemsize != f.code_bytes or c.dtype.kind not in "uiV" and _format_of_dtype(c.dtype) is None:
         raise TypeError(f"codes: dtype {c.dtype} does not hold {f.code_bytes}-byte codes of {f.name}; "
                         f"expected {np.dtype(_CODE_DTYPES[f.code_bytes])} or {f.name}'s ml_dtypes dtype")

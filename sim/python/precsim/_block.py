@@ -104,7 +104,7 @@ def analyze(x, schemes, *, rounding="nearest-even", overflow="ieee", flush_subno
         raise TypeError("schemes must be a string or a list of strings")
     dtype = a.dtype.str
     a = a.astype(np.float32) if a.dtype.kind in "biu" else values(a, "x")
-    a = np.ascontiguousarray(a, dtype=np.float32)
+    a = np.array(a, dtype=np.float32, order="C", copy=None)  # np.ascontiguousarray makes 0-d arrays 1-d
     o = options(rounding, overflow, flush_subnormals, sr_bits, seed)
     result = _c.analyze(a.reshape(-1), [int(n) for n in a.shape], names, o)
     result = _nonfinite_as_floats(result)

@@ -49,7 +49,11 @@ def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp
 
 def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_format=None, status=False):
     """c + sum a[i] b[i] as the model sums it, as a float (exact: every accumulator fits a double);
-    with status=True also the rounding status ("inexact|overflow", "exact")."""
+    with status=True also the rounding status ("inexact|overflow", "exact"). As `precsim dot`: a and b
+    must hold values of a_format and b_format and c one of the accumulator format (a ValueError
+    names the first that is not, and its nearest value), the model must be ordered, and out_format
+    is --output-format: the accumulator's format (fp16 on a Tensor Core preset: its FP16-output
+    variant)."""
     A = float32_values(a, "a").reshape(-1)
     B = float32_values(b, "b").reshape(-1)
     of = None if out_format is None else format_name(out_format, "out_format")

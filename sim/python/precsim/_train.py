@@ -23,12 +23,17 @@ def config_arg(config: Config) -> Union[Dict[str, Any], str]:
     return out
 
 
-def train(config: Config, *, deterministic: bool = True) -> Dict[str, Any]:
+def train(config: Config, *, deterministic: bool = True, out: Union[str, "os.PathLike[str]", None] = None) -> Dict[str, Any]:
     """Runs `precsim train` on a configuration (a dict, or the path of a JSON file; keys as
     `precsim train --config-help` lists them) and returns its report as a dict. Its "recipes" may
     hold precsim.Recipe objects beside preset names and recipe dicts. deterministic=False adds the
-    environment block (date, host, timings)."""
-    return _c.train(config_arg(config), bool(deterministic))
+    environment block (date, host, timings). out: also write the report there, atomically, as
+    --out does (the folder is checked for writability first: OSError).
+
+    Ctrl-C (SIGINT) stops the run after the step in progress, as it stops the CLI: the report of
+    what finished, "status": "interrupted", is written to `out` and is the `report` attribute of
+    the KeyboardInterrupt then raised."""
+    return _c.train(config_arg(config), bool(deterministic), None if out is None else os.fspath(out))
 
 
 def recipes() -> List[str]:

@@ -8,9 +8,13 @@
 
 #include "precsim/formats/quantize.h"
 #include "py_common.h"
+#include "signals.h"
 
 namespace precsim::py {
 namespace {
+
+// Elements per call between two polls for Ctrl-C: milliseconds of the slowest rounding.
+constexpr size_t kChunk = size_t{1} << 22;
 
 template <class T>
 QuantStats quantize_into(const Format& f, Array<const T> in, Array<T> out, const QuantOptions& o) {
@@ -18,8 +22,12 @@ QuantStats quantize_into(const Format& f, Array<const T> in, Array<T> out, const
     throw std::invalid_argument("out has " + std::to_string(out.size()) + " elements; the input has " +
                                 std::to_string(in.size()));
   QuantStats st;
-  nb::gil_scoped_release release;
-  quantize(f, std::span<const T>(in.data(), in.size()), std::span<T>(out.data(), out.size()), o, &st);
+  // Element i's stochastic rounding uses index i in any chunk (index_base), so chunks change no bit.
+  run_in_chunks(in.size(), kChunk, [&](size_t b, size_t e) {
+    QuantStats part;
+    quantize(f, std::span<const T>(in.data() + b, e - b), std::span<T>(out.data() + b, e - b), o, &part, b);
+    st += part;
+  });
   return st;
 }
 
@@ -30,8 +38,12 @@ QuantStats encode_into(const Format& f, Array<const T> in, AnyArray codes, const
     throw std::invalid_argument("codes hold " + std::to_string(bytes) + " bytes; " + f.name + " needs " +
                                 std::to_string(in.size() * code_bytes(f)));
   QuantStats st;
-  nb::gil_scoped_release release;
-  encode_array(f, std::span<const T>(in.data(), in.size()), codes.data(), o, &st);
+  const size_t w = code_bytes(f);
+  run_in_chunks(in.size(), kChunk, [&](size_t b, size_t e) {
+    QuantStats part;
+    encode_array(f, std::span<const T>(in.data() + b, e - b), static_cast<uint8_t*>(codes.data()) + b * w, o, &part, b);
+    st += part;
+  });
   return st;
 }
 

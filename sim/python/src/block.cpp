@@ -17,6 +17,7 @@
 #include "precsim/sim/analysis/tensor_report.h"
 #include "py_common.h"
 #include "py_json.h"
+#include "signals.h"
 
 namespace precsim::py {
 namespace {
@@ -70,7 +71,9 @@ void bind_packed(nb::module_& m) {
       .def_ro("tensor_scale", &BlockPacked::tensor_scale)
       .def_prop_ro("codes", [](nb::handle self) {
         BlockPacked& p = nb::cast<BlockPacked&>(self);
-        const size_t stored_rows = p.code_row_bytes ? p.codes.size() / p.code_row_bytes : 0;
+        // The array's rows, or for axis 0 its columns (the transpose is stored), even where a row
+        // holds no byte: an empty array's (0, 64) codes along axis 0 are (64, 0), as the CLI's.
+        const size_t stored_rows = p.axis == 0 ? p.cols : p.rows;
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>>(p.codes.data(), {stored_rows, p.code_row_bytes}, self);
       }, nb::rv_policy::reference_internal)
       .def_prop_ro("scale_bytes", [](nb::handle self) {
@@ -122,11 +125,20 @@ void bind_scheme_stats(nb::module_& m) {
                       const QuantOptions& o) {
     const std::vector<BlockScaling> schemes = resolve_schemes(names, o);
     if (x.size() == 0) throw std::invalid_argument("x: the array is empty");
+    // analyze_tensor's loop, one scheme at a time with Ctrl-C polled between them.
+    const std::span<const float> values(x.data(), x.size());
+    SignalPoll signals;
     TensorAnalysis t;
     {
       nb::gil_scoped_release release;
-      t = analyze_tensor(std::span<const float>(x.data(), x.size()), shape, schemes, 0);
+      t = analyze_tensor(values, shape, {}, 0);
+      std::vector<float> q(values.size());
+      for (const auto& s : schemes) {
+        t.schemes.push_back(analyze_scheme(values, t.rows, t.cols, s, 0, q));
+        if (signals.poll()) break;
+      }
     }
+    if (signals.raised()) signals.rethrow();
     return py_from_json(tensor_analysis_json(t));
   }, nb::arg("x").noconvert(), nb::arg("shape"), nb::arg("schemes"), nb::arg("options"));
 }

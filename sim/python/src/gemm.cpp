@@ -5,15 +5,19 @@
 #include <nanobind/stl/vector.h>
 
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <optional>
 #include <span>
 #include <stdexcept>
 
+#include "precsim/formats/rounding.h"
+#include "precsim/reports/report.h"
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/accum/accum_model_json.h"
 #include "py_common.h"
 #include "py_json.h"
+#include "signals.h"
 
 namespace precsim::py {
 namespace {
@@ -72,11 +76,15 @@ nb::dict run_gemm(const GemmCall& call, Array<const float> a, Array<const float>
   g.b_scales = scales_of(call.b_scales, "b_scales", n, k, call.block_k, call.b_block_mn, call.b_tensor_scale);
   if (a.size() != size_t(m * k) || b.size() != size_t(k * n) || c.size() != size_t(m * n))
     throw std::invalid_argument("operand sizes do not match m, n, k");
+  // Ctrl-C: the product stops between chunks of rows and the KeyboardInterrupt is raised.
+  SignalPoll signals;
+  g.stop = [&signals] { return signals.poll(); };
   GemmStats st;
   {
     nb::gil_scoped_release release;
     st = gemm(model, g, a.data(), b.data(), c.data());
   }
+  if (signals.raised()) signals.rethrow();
   nb::dict d;
   d["macs"] = st.macs;
   d["inputs"] = st.inputs;
@@ -107,29 +115,51 @@ void def_gemm(nb::module_& m, const char* name) {
         nb::arg("a_block_mn"), nb::arg("b_block_mn"), nb::arg("a_tensor_scale"), nb::arg("b_tensor_scale"));
 }
 
+// Every element of v a value of f, as `precsim dot` requires of --a and --b (the same words, the
+// value spelt as C's %a; nearest: the value rounded to nearest-even into f).
+void check_values(const char* name, std::span<const float> v, const Format& f) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i], q = round_to(f, x);
+    if (!(q == x || (std::isnan(q) && std::isnan(x))))
+      throw std::invalid_argument(std::string(name) + " element " + std::to_string(i) + " '" + hex_float(x) +
+                                  "' is not a value of " + f.name + " (nearest: " + hex_float(q) + ")");
+  }
+}
+
+// precsim.dot: `precsim dot`'s checks and result. out_format is the CLI's --output-format (the
+// accumulator's format; fp16 on a Tensor Core preset its FP16-output variant).
+std::pair<double, std::string> dot(Array<const float> a, Array<const float> b, double c, const std::string& model,
+                                   const std::string& a_format, const std::string& b_format,
+                                   std::optional<std::string> out_format) {
+  if (a.size() != b.size())
+    throw std::invalid_argument("a has " + std::to_string(a.size()) + " elements and b " + std::to_string(b.size()));
+  const AccumModel am =
+      out_format ? accum_model_with_output(model, format_by_name(*out_format), "out_format") : parse_accum_model(model);
+  if (am.kind == AccumKind::kUnordered)
+    throw std::invalid_argument("model unordered has no defined summation order; dot needs an ordered model");
+  const Format af = format_by_name(a_format), bf = format_by_name(b_format);
+  const std::span<const float> as(a.data(), a.size()), bs(b.data(), b.size());
+  check_values("a", as, af);
+  check_values("b", bs, bf);
+  if (!(round_to(am.acc, c) == c || std::isnan(c)))
+    throw std::invalid_argument("c '" + hex_float(c) + "' is not a value of the accumulator format " + am.acc.name +
+                                " (nearest: " + hex_float(round_to(am.acc, c)) + ")");
+  uint32_t status = 0;
+  double r;
+  {
+    nb::gil_scoped_release release;
+    r = accum_dot(am, as, bs, c, af, bf, &status);
+  }
+  return {r, status_to_string(status)};
+}
+
 }  // namespace
 
 void bind_gemm(nb::module_& m) {
   def_gemm<float>(m, "gemm_f32");
   def_gemm<double>(m, "gemm_f64");
-  m.def("dot", [](Array<const float> a, Array<const float> b, double c, const std::string& model,
-                  const std::string& a_format, const std::string& b_format, std::optional<std::string> out_format) {
-    if (a.size() != b.size())
-      throw std::invalid_argument("a has " + std::to_string(a.size()) + " elements and b " + std::to_string(b.size()));
-    const AccumModel am = parse_accum_model(model);
-    const Format af = format_by_name(a_format), bf = format_by_name(b_format);
-    std::optional<Format> of;
-    if (out_format) of = format_by_name(*out_format);
-    uint32_t status = 0;
-    double r;
-    {
-      nb::gil_scoped_release release;
-      r = accum_dot(am, std::span<const float>(a.data(), a.size()), std::span<const float>(b.data(), b.size()), c, af,
-                    bf, &status, of ? &*of : nullptr);
-    }
-    return std::make_pair(r, status_to_string(status));
-  }, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"), nb::arg("a_format"),
-        nb::arg("b_format"), nb::arg("out_format").none());
+  m.def("dot", &dot, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"),
+        nb::arg("a_format"), nb::arg("b_format"), nb::arg("out_format").none());
   m.def("accum_models", [] {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& p : accum_presets()) j.push_back(to_json(p));

@@ -17,6 +17,7 @@
 #include "precsim/sim/experiment/runner.h"
 #include "py_common.h"
 #include "py_json.h"
+#include "signals.h"
 
 namespace precsim::py {
 
@@ -32,20 +33,52 @@ TrainConfig train_config_of(nb::handle config) {
 
 namespace {
 
-nb::object train(nb::handle config, bool deterministic) {
+// An OSError naming the path, as Python's own file functions raise.
+[[noreturn]] void os_error(const std::runtime_error& e) {
+  PyErr_SetString(PyExc_OSError, e.what());
+  throw nb::python_error();
+}
+
+// `precsim train`'s report; with `out`, written there atomically as --out does (checked writable
+// first). Ctrl-C stops it after the step in progress, as the CLI's SIGINT does: the report of what
+// finished ("status": "interrupted") is written to `out` and set as the KeyboardInterrupt's
+// `report` attribute, and the KeyboardInterrupt is raised.
+nb::object train(nb::handle config, bool deterministic, std::optional<std::string> out) {
   const TrainConfig c = train_config_of(config);
+  try {
+    if (out) check_writable(*out);
+  } catch (const std::runtime_error& e) {
+    os_error(e);
+  }
   Report r("train");
   r.config() = train_config_to_json(c);
   nlohmann::json seeds = nlohmann::json::array();
   for (int s = 0; s < c.seeds; ++s) seeds.push_back(c.seed + s);
   r.seeds() = {{"seed", c.seed}, {"seeds", seeds}};
+  SignalPoll signals;
+  RunHooks hooks;
+  hooks.stop = [&signals] { return signals.poll(); };
   nlohmann::json doc;
   {
     nb::gil_scoped_release release;
-    r.results() = run_training(c);
+    r.results() = run_training(c, hooks);
+    if (signals.raised()) r.set_status("interrupted");
     doc = r.document(deterministic);
   }
-  return py_from_json(doc);
+  if (out) {
+    try {
+      nb::gil_scoped_release release;
+      write_file_atomic(*out, doc.dump(2) + "\n");
+    } catch (const std::runtime_error& e) {
+      os_error(e);
+    }
+  }
+  nb::object report = py_from_json(doc);
+  if (signals.raised()) {
+    signals.set_attr("report", report);
+    signals.rethrow();
+  }
+  return report;
 }
 
 // A report given as a dict, or as the path of a report file (read as `precsim report` reads it).
@@ -162,8 +195,8 @@ std::string summary_tree(nb::handle report, size_t rows) {
 void bind_reports(nb::module_& m) {
   nb::exception<ReportError>(m, "ReportError", PyExc_ValueError);
   nb::exception<CheckRefused>(m, "CheckRefused", PyExc_ValueError);
-  m.def("train", &train, nb::arg("config"), nb::arg("deterministic"),
-        "`precsim train`'s report of a config (a dict, or the path of a JSON file).");
+  m.def("train", &train, nb::arg("config"), nb::arg("deterministic"), nb::arg("out").none(),
+        "`precsim train`'s report of a config (a dict, or the path of a JSON file); Ctrl-C: see train().");
   m.def("load_report", [](const std::string& path) {
     nlohmann::json doc;
     {

@@ -344,6 +344,26 @@ std::string presets_with_fp16_output() {
   return s;
 }
 
+AccumModel accum_model_with_output(const std::string& spec, const Format& of, const std::string& label) {
+  const AccumModel model = parse_accum_model(spec);
+  if (model.kind == AccumKind::kBlockFma && same_encoding(of, format_by_name("fp16"))) {
+    if (same_encoding(model.acc, of)) return model;
+    // A preset's FP16-output variant is another instruction (its own zero exponent and final
+    // rounding), not the FP32 one with a narrower accumulator.
+    const size_t colon = spec.find(':');
+    const AccumModel* variant = fp16_output_variant(spec.substr(0, colon));
+    if (!variant)
+      throw std::invalid_argument(
+          fmt::format("'{}' has no FP16-output variant (the instruction it models has none); "
+                      "presets with one: {}",
+                      spec, presets_with_fp16_output()));
+    return parse_accum_model(variant->name + (colon == std::string::npos ? "" : spec.substr(colon)));
+  }
+  AccumModel m = parse_accum_model(to_spec(model) + ":acc=" + of.name);
+  m.name = spec + " with " + label + " " + of.name;
+  return m;
+}
+
 std::string known_accum_model_names() {
   std::string s;
   for (const auto& m : accum_presets()) s += (s.empty() ? "" : ", ") + m.name;

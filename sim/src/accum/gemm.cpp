@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -160,7 +161,9 @@ void accumulate_scaled(const AccumModel& model, const detail::AccumEngine& eng, 
 
 // One row of accumulators stored into C, NaN and infinite values counted on their bits: the
 // integer compares vectorise where the floating-point ones did not. The conversion to float is the
-// scalar one in every lane (nearest-even; a NaN stays a NaN).
+// scalar one in every lane (nearest-even); a NaN becomes the format's NaN, positive and quiet, as
+// the epilogue's rounding into C makes it (x86's inf - inf is negative: float and double C of one
+// product, precsim.gemm's and precsim gemm's, differed in the sign).
 template <class Out>
 [[gnu::always_inline]] inline void store_row(const double* acc, Out* c, int64_t n, uint64_t& nans, uint64_t& infs) {
   constexpr uint64_t kInf = 0x7ff0000000000000u;
@@ -170,7 +173,7 @@ template <class Out>
     const uint64_t mag = std::bit_cast<uint64_t>(v) & ~(uint64_t{1} << 63);
     nn += mag > kInf;
     ni += mag == kInf;
-    c[j] = static_cast<Out>(v);
+    c[j] = mag > kInf ? std::numeric_limits<Out>::quiet_NaN() : static_cast<Out>(v);
   }
   nans += nn;
   infs += ni;
@@ -222,6 +225,32 @@ double accumulate_all(const AccumModel& model, const detail::AccumEngine& eng, c
   const double t = f64_acc ? double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale
                            : to_f32(double(g.a_scales.tensor_scale) * g.b_scales.tensor_scale);
   return f64_acc ? alpha * t : to_f32(alpha * t);
+}
+
+// Products per chunk of rows between two polls of GemmArgs::stop: a few milliseconds of the
+// slowest emulated models on one core, so that a stop is seen well within a second.
+constexpr int64_t kStopChunkMacs = int64_t{1} << 22;
+
+// accumulate_all over chunks of C's rows, polling g.stop between them; stopped says it ended the
+// product early. Each output depends on its row and column only, so the chunks change no bit.
+double accumulate_in_chunks(const AccumModel& model, const detail::AccumEngine& eng, const detail::KernelArgs& ka,
+                            const GemmArgs& g, bool f64_acc, double alpha, double* acc, bool& stopped) {
+  const int64_t per_row = std::max<int64_t>(1, g.n * g.k);
+  const int64_t rows = std::max<int64_t>(int64_t{4} * ka.threads, kStopChunkMacs / per_row);
+  double scaled_alpha = alpha;
+  for (int64_t r0 = 0; r0 < g.m; r0 += rows) {
+    detail::KernelArgs kr = ka;
+    kr.m = std::min(rows, g.m - r0);
+    kr.a = ka.a + r0 * ka.a_rs;
+    GemmArgs gr = g;
+    gr.m = kr.m;
+    scaled_alpha = accumulate_all(model, eng, kr, gr, f64_acc, alpha, acc + r0 * g.n);
+    if (r0 + rows < g.m && g.stop()) {
+      stopped = true;
+      break;
+    }
+  }
+  return scaled_alpha;
 }
 
 // Epilogue: alpha, beta*C in the compute format, then one rounding into the output format (none
@@ -293,7 +322,13 @@ GemmStats run_gemm(const AccumModel& model, const GemmArgs& g, const float* a, c
   const int threads = g.threads > 0 ? g.threads : omp_get_max_threads();
   const detail::KernelArgs ka{g.m, g.n, g.k, a, g.trans_a ? 1 : l.lda, g.trans_a ? l.lda : 1,
                               b, g.trans_b ? 1 : l.ldb, g.trans_b ? l.ldb : 1, threads};
-  const double scaled_alpha = accumulate_all(model, eng, ka, g, f64_acc, alpha, acc.get());
+  // A stop hook splits the rows (not under A's block scales, whose row blocks and error messages
+  // count from row 0, nor for the unordered model, whose Eigen blocking follows the shape).
+  const bool chunked = g.stop && !g.a_scales.scale && model.kind != AccumKind::kUnordered;
+  const double scaled_alpha = chunked
+                                  ? accumulate_in_chunks(model, eng, ka, g, f64_acc, alpha, acc.get(), stats.stopped)
+                                  : accumulate_all(model, eng, ka, g, f64_acc, alpha, acc.get());
+  if (stats.stopped) return stats;
   if ((out_native32 || out_native64) && scaled_alpha == 1.0 && beta == 0.0) {
     stats.output = store_native(acc.get(), g.m, g.n, c, l.ldc, threads, stats.nan_outputs, stats.inf_outputs);
     return stats;

@@ -115,6 +115,13 @@ std::string known_accum_model_names();
 AccumModel parse_accum_model(std::string_view spec);
 // Canonical spec string: parse_accum_model(to_spec(m)) == m up to name/source/description.
 std::string to_spec(const AccumModel& m);
+// spec with an output (accumulator) format applied, as `precsim dot|gemm --output-format` and
+// precsim.dot(out_format=) take it: fp16 on a block (Tensor Core) model picks the preset's
+// FP16-output variant (`<preset>-f16acc`, the spec's own keys applied on top); any other format
+// sets the accumulator format (":acc=FORMAT") and names the model "<spec> with <label> <format>".
+// Throws std::invalid_argument: a bad spec, or "'<spec>' has no FP16-output variant ..." where the
+// instruction it models has none.
+AccumModel accum_model_with_output(const std::string& spec, const Format& of, const std::string& label);
 
 std::string_view to_string(AccumKind);
 std::string_view to_string(SplitKScheme);

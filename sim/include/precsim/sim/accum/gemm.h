@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -54,6 +55,10 @@ struct GemmArgs {
   // acc = fl(acc + fl(fl(scale_a * scale_b) * group_sum)) in FP32 (FP64 for FP64 accumulators),
   // groups in increasing k. Tensor scales multiply alpha, as cuBLAS's scale_A * scale_B.
   BlockScales a_scales, b_scales;
+  // Polled on the calling thread between chunks of C's rows (about 2^22 products each) where it is
+  // set, A has no block scales and the model is ordered: true stops the product, and gemm returns
+  // with GemmStats::stopped and C unwritten (precsim.gemm's Ctrl-C). Outputs do not depend on it.
+  std::function<bool()> stop;
   GemmArgs();
 };
 
@@ -62,6 +67,7 @@ struct GemmStats {
   QuantStats inputs;  // roundings of operands (only with InputPolicy::kRound)
   QuantStats output;  // roundings of C into out_format
   uint64_t nan_outputs = 0, inf_outputs = 0;
+  bool stopped = false;  // GemmArgs::stop said so: C is unwritten
 };
 
 // C (M x N, ldc) as float: values of out_format whenever they fit a float (every format up to FP32).
