@@ -33,14 +33,16 @@ Rounded zero_result(const Format& f, bool negative, uint32_t status) {
 Rounded p3109_saturate(const Format& f, bool negative, bool infinite, const QuantOptions& o, uint32_t status) {
   const Overflow sat = o.overflow;
   const Rounding r = o.rounding;
-  if (!infinite) status |= kOverflow | kInexact;
+  // A negative value into an unsigned format did not overflow: it is clamped to 0 or invalid.
+  const bool unsigned_negative = negative && !f.is_signed;
+  if (!infinite && !unsigned_negative) status |= kOverflow | kInexact;
   const Rounded inf{f.has_inf() ? inf_code(f, negative) : 0, status};
-  const Rounded clamp{negative && !f.is_signed ? 0 : max_code(f, negative), status | kSaturated};
+  const Rounded clamp{unsigned_negative ? 0 : max_code(f, negative), status | kSaturated | (infinite ? 0u : kInexact)};
   // Whether SatNone keeps a finite out-of-range value finite: the rounding points toward zero.
   const bool finite_direction = r == Rounding::kTowardZero || (!negative && r == Rounding::kDown) ||
                                 (negative && r == Rounding::kUp) ||
                                 (!negative && r == Rounding::kOdd && !f.is_signed && f.has_inf());
-  if (negative && !f.is_signed) {
+  if (unsigned_negative) {
     if (sat != Overflow::kSatNone || (!infinite && finite_direction)) return clamp;
     return {nan_code(f), status | kInvalid | kNanResult};
   }

@@ -88,3 +88,37 @@ def test_ml_dtypes_where_they_exist():
         assert np.array_equal(ours, theirs, equal_nan=True)
     with pytest.raises(ValueError, match="has no ml_dtypes dtype"):
         precsim.ml_dtype("binary8p3se")  # ml_dtypes 0.7 has no type with Inf at 0x7f
+
+
+def test_p3109_elements_in_block_schemes():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 256)).astype(np.float32)
+    # Binary8p4sf has float8_e4m3fnuz's codes and values: the same scheme gives the same values.
+    assert np.array_equal(precsim.block_quantize(x, "binary8p4sf:tensor"), precsim.block_quantize(x, "e4m3fnuz:tensor"))
+    # Binary8p4se's largest finite value is 224 (0x7e; 0x7f is Inf): the tensor's amax maps onto it.
+    y = precsim.block_quantize(x, "binary8p4se:tile128")
+    assert np.abs(y).max() == np.abs(x).max()
+    with pytest.raises(ValueError, match="is not an MX element"):
+        precsim.block_quantize(x, "binary8p4se:mx")
+
+
+def test_binary8p1uf_is_not_e8m0():
+    # §3.1: Binary8p1uf has a zero at code 0 and its powers of two one code above E8M0's.
+    codes = np.array([0, 1, 127, 128, 254, 255], np.uint8)
+    got = precsim.decode(codes, "binary8p1uf", dtype=np.float64)
+    assert np.array_equal(got, [0, 2.0 ** -127, 0.5, 1, 2.0 ** 126, np.nan], equal_nan=True)
+    e8m0 = precsim.decode(codes[1:5] - 1, "e8m0", dtype=np.float64)
+    assert np.array_equal(got[1:5], e8m0)
+
+
+def test_p3109_formats_in_recipes():
+    d = precsim.Recipe.preset("fp32").to_dict()
+    d["activations"] = {"format": "binary8p4se", "rounding": "stochastic-c"}
+    d["gemm"]["forward"]["a"] = {"block": 0, "format": "Binary8p3se", "rounding": "nearest-even",
+                                 "scaling": "tensor-current"}
+    r = precsim.Recipe.from_dict(d).to_dict()
+    assert r["activations"] == {"format": "binary8p4se", "rounding": "stochastic-c"}
+    assert r["gemm"]["forward"]["a"]["format"] == "Binary8p3se"
+    d["activations"] = {"format": "binary8p9se"}
+    with pytest.raises(ValueError, match=r"activations\.format: .*must be 1\.\.7, got 9"):
+        precsim.Recipe.from_dict(d)
