@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/multiprecision/cpp_int.hpp>
+#include <stdexcept>
 
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +77,9 @@ class Grid {
       case NonFinite::kNanOnly: return mag_codes() - 1;
       case NonFinite::kFnuz: return sign_bit();
       case NonFinite::kFiniteOnly: break;
+      // The P3109 extended formats are checked against p3109_reference.h, not this oracle.
+      case NonFinite::kFnuzInf:
+      case NonFinite::kNanInf: throw std::logic_error("arith_reference: P3109 extended formats are not modelled");
     }
     return max_mag_code();
   }
@@ -131,6 +135,8 @@ class Grid {
         if (code == sign_bit()) return {Val::kNan, false, 0, 0};
         break;
       case NonFinite::kFiniteOnly: break;
+      case NonFinite::kFnuzInf:
+      case NonFinite::kNanInf: throw std::logic_error("arith_reference: P3109 extended formats are not modelled");
     }
     if (field == 0 && f.has_zero) {
       if (mant == 0 || !f.subnormals || daz) return {Val::kZero, v.neg && negative_zero(), 0, 0};
@@ -263,6 +269,9 @@ inline Result round(const Grid& g, bool neg, const Exact& x, const QuantOptions&
       up = t > cpp_int(r >> (32 - k));
       break;
     }
+    case Rounding::kStochasticA:  // the P3109 variants: p3109_rules_test checks them
+    case Rounding::kStochasticB:
+    case Rounding::kStochasticC: throw std::logic_error("arith_reference: P3109 stochastic rounding is not modelled");
   }
   const cpp_int res = up ? cpp_int(n + 1) : n;
   uint32_t status = exact ? 0u : uint32_t{kInexact};

@@ -30,9 +30,13 @@ TEST(NameTable, NamesParsesAndListsTheAllowedNames) {
 }
 
 TEST(NameTable, LibraryEnumsRoundTrip) {
-  for (const char* n : {"nearest-even", "nearest-away", "toward-zero", "up", "down", "odd", "stochastic"})
+  for (const char* n : {"nearest-even", "nearest-away", "toward-zero", "up", "down", "odd", "stochastic",
+                        "stochastic-a", "stochastic-b", "stochastic-c"})
     EXPECT_EQ(to_string(parse_rounding(n)), n);
-  for (const char* n : {"ieee", "saturate"}) EXPECT_EQ(to_string(parse_overflow(n)), n);
+  for (const char* n : {"ieee", "saturate", "satfinite", "satpropagate", "satnone"})
+    EXPECT_EQ(to_string(parse_overflow(n)), n);
+  // P3109's spelling of its saturation modes (§4.2).
+  EXPECT_EQ(parse_overflow("SatPropagate"), Overflow::kSatPropagate);
   for (const char* n : {"ring", "tree", "naive", "fp32-accumulate"}) EXPECT_EQ(to_string(parse_allreduce_algorithm(n)), n);
   for (const char* n : {"sum", "ddp", "nccl-avg", "post-divide", "fsdp"}) EXPECT_EQ(to_string(parse_average_mode(n)), n);
   for (const char* n : {"none", "bf16", "fp16"}) EXPECT_EQ(to_string(parse_compress_hook(n)), n);
@@ -40,7 +44,8 @@ TEST(NameTable, LibraryEnumsRoundTrip) {
     parse_overflow("wrap");
     FAIL() << "parsed an unknown overflow mode";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown overflow mode 'wrap'; allowed: ieee, saturate");
+    EXPECT_EQ(std::string(e.what()),
+              "unknown overflow mode 'wrap'; allowed: ieee, saturate, satfinite, satpropagate, satnone");
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,9 @@ inline uint64_t expected_nan(const Format& f, const std::vector<Value>& vals) {
   switch (f.nonfinite) {
     case NonFinite::kIeee: return (((uint64_t{1} << f.exp_bits) - 1) << f.man_bits) | (uint64_t{1} << (f.man_bits - 1));
     case NonFinite::kNanOnly: return (uint64_t{1} << w) - 1;
-    case NonFinite::kFnuz: return uint64_t{1} << w;
+    case NonFinite::kFnuz:
+    case NonFinite::kFnuzInf: return uint64_t{1} << w;
+    case NonFinite::kNanInf: return (uint64_t{1} << w) - 1;
     case NonFinite::kFiniteOnly: break;
   }
   return vals.back().mag;
@@ -173,6 +176,11 @@ inline Expected round_reference(const Format& f, const std::vector<Value>& vals,
       up = frac_k > (uint64_t{random} >> (32 - k));
       break;
     }
+    // The P3109 variants are checked against p3109_reference.h (p3109_rules_test), not here.
+    case Rounding::kStochasticA:
+    case Rounding::kStochasticB:
+    case Rounding::kStochasticC:
+      throw std::logic_error("reference_rounding: P3109 stochastic rounding is not modelled");
   }
   if (!up) return {signed_code(f, neg, a.mag)};
   if (b_virtual) return overflowed();

@@ -82,6 +82,14 @@ Unpacked unpack(const Format& f, uint64_t code, const QuantOptions& o) {
     case NonFinite::kFnuz:
       if (neg && mag == 0) return {Kind::kNan};
       break;
+    case NonFinite::kFnuzInf:
+      if (neg && mag == 0) return {Kind::kNan};
+      if (mag == mag_mask) return {Kind::kInf, neg};
+      break;
+    case NonFinite::kNanInf:
+      if (mag == mag_mask) return {Kind::kNan};
+      if (mag == mag_mask - 1) return {Kind::kInf, false};
+      break;
     case NonFinite::kFiniteOnly: break;
   }
   if (field == 0 && f.has_zero) {
@@ -94,7 +102,7 @@ Unpacked unpack(const Format& f, uint64_t code, const QuantOptions& o) {
 }
 
 uint32_t random_bits(const QuantOptions& o, uint64_t index) {
-  return o.rounding == Rounding::kStochastic ? sr_bits(o.sr_key, index) : 0;
+  return is_stochastic(o.rounding) ? sr_bits(o.sr_key, index) : 0;
 }
 
 // Rounds (sig + s) * 2^exp, 0 <= s < 1, s != 0 exactly when sticky. With sticky set, sig must have

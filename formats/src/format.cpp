@@ -5,6 +5,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "precsim/formats/p3109.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/formats/spec.h"
 
@@ -171,6 +172,7 @@ std::optional<Format> parse_format(std::string_view spec_in, std::string* error)
     for (const auto& a : p.aliases)
       if (a == spec) return p.format;
   }
+  if (spec.starts_with("binary")) return parse_p3109(spec, error);
   return parse_custom(spec, error);
 }
 
@@ -202,7 +204,9 @@ uint64_t Format::max_finite_code() const {
   const uint64_t all = (uint64_t{1} << (exp_bits + man_bits)) - 1;
   switch (nonfinite) {
     case NonFinite::kIeee: return (((uint64_t{1} << exp_bits) - 1) << man_bits) - 1;
-    case NonFinite::kNanOnly: return all - 1;
+    case NonFinite::kNanOnly:
+    case NonFinite::kFnuzInf: return all - 1;  // signed: the magnitude all ones is Inf
+    case NonFinite::kNanInf: return all - 2;
     case NonFinite::kFiniteOnly:
     case NonFinite::kFnuz: return all;
   }
@@ -242,6 +246,8 @@ std::string_view to_string(NonFinite nf) {
     case NonFinite::kNanOnly: return "nan-only";
     case NonFinite::kFiniteOnly: return "finite-only";
     case NonFinite::kFnuz: return "fnuz";
+    case NonFinite::kFnuzInf: return "fnuz-inf";
+    case NonFinite::kNanInf: return "nan-inf";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #include "precsim/formats/quant_options.h"
 
 #include <array>
+#include <cctype>
 #include <stdexcept>
 #include <utility>
 
@@ -17,8 +18,21 @@ constexpr auto kRoundingNames = name_table<Rounding>({
     {Rounding::kDown, "down"},
     {Rounding::kOdd, "odd"},
     {Rounding::kStochastic, "stochastic"},
+    {Rounding::kStochasticA, "stochastic-a"},
+    {Rounding::kStochasticB, "stochastic-b"},
+    {Rounding::kStochasticC, "stochastic-c"},
 });
-constexpr auto kOverflowNames = name_table<Overflow>({{Overflow::kIeee, "ieee"}, {Overflow::kSaturate, "saturate"}});
+constexpr auto kOverflowNames = name_table<Overflow>({{Overflow::kIeee, "ieee"},
+                                                      {Overflow::kSaturate, "saturate"},
+                                                      {Overflow::kSatFinite, "satfinite"},
+                                                      {Overflow::kSatPropagate, "satpropagate"},
+                                                      {Overflow::kSatNone, "satnone"}});
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 }  // namespace
 
@@ -46,7 +60,13 @@ QuantStats& QuantStats::operator+=(const QuantStats& o) {
 std::string_view to_string(Rounding r) { return kRoundingNames.name(r); }
 std::string_view to_string(Overflow o) { return kOverflowNames.name(o); }
 Rounding parse_rounding(std::string_view s) { return kRoundingNames.parse(s, "rounding"); }
-Overflow parse_overflow(std::string_view s) { return kOverflowNames.parse(s, "overflow mode"); }
+Overflow parse_overflow(std::string_view s) {
+  try {
+    return kOverflowNames.parse(lower(s), "overflow mode");
+  } catch (const std::invalid_argument&) {
+    return kOverflowNames.parse(s, "overflow mode");  // the message names the value as written
+  }
+}
 
 std::string status_to_string(uint32_t s) {
   static constexpr std::array<std::pair<uint32_t, std::string_view>, 8> kNames{{

@@ -19,6 +19,12 @@ std::optional<F32Plan> make_f32_plan(const Format& f, const QuantOptions& o) {
   // so every value of the format, its quantum included, must be a float32.
   if (f.man_bits > 23 || f.emin() - f.man_bits < -149 || f.max_finite() > FLT_MAX) return std::nullopt;
   if (o.rounding == Rounding::kStochastic && (o.sr_bits < 1 || o.sr_bits > 32)) return std::nullopt;
+  // The P3109 rules (Inf codes of the extended formats, their saturation and stochastic modes, the
+  // P = 1 parity) are in the scalar rounding only.
+  const bool p3109_format = f.nonfinite == NonFinite::kFnuzInf || f.nonfinite == NonFinite::kNanInf || f.exp_parity;
+  if (p3109_format || is_p3109_saturation(o.overflow) ||
+      (is_stochastic(o.rounding) && o.rounding != Rounding::kStochastic))
+    return std::nullopt;
 
   F32Plan p;
   p.rounding = o.rounding;

@@ -358,6 +358,10 @@ HWY_INLINE void RoundAnyMode(const F32Plan& p, uint32_t k0, uint32_t k1, size_t 
     case Rounding::kDown: return RoundRun<Rounding::kDown, kStats>(p, k0, k1, n, idx0, c, src, sink);
     case Rounding::kOdd: return RoundRun<Rounding::kOdd, kStats>(p, k0, k1, n, idx0, c, src, sink);
     case Rounding::kStochastic: return RoundRun<Rounding::kStochastic, kStats>(p, k0, k1, n, idx0, c, src, sink);
+    // Never planned: make_f32_plan leaves the P3109 stochastic variants to the scalar path.
+    case Rounding::kStochasticA:
+    case Rounding::kStochasticB:
+    case Rounding::kStochasticC: return;
   }
 }
 

@@ -9,9 +9,11 @@ namespace precsim::cli {
 
 void QuantArgs::add_to(CLI::App* cmd, const std::string& seeded) {
   cmd->add_option("--rounding", rounding,
-                  "nearest-even|nearest-away|toward-zero|up|down|odd|stochastic")
+                  "nearest-even|nearest-away|toward-zero|up|down|odd|stochastic|stochastic-a|stochastic-b|stochastic-c "
+                  "(the last three: IEEE P3109 v4.0 §4.7.4)")
       ->capture_default_str();
-  cmd->add_option("--overflow", overflow, "ieee|saturate")->capture_default_str();
+  cmd->add_option("--overflow", overflow, "ieee|saturate|SatFinite|SatPropagate|SatNone (the last three: P3109 §4.7.5)")
+      ->capture_default_str();
   cmd->add_flag("--flush-subnormals", flush_subnormals, "values below the smallest normal become zero");
   cmd->add_option("--seed", seed, seed_help(seeded.empty() ? "stochastic rounding" : seeded + " and stochastic rounding"))->capture_default_str();
   cmd->add_option("--sr-bits", sr_bits, "random bits per stochastic rounding, 1..32")->capture_default_str();

@@ -22,7 +22,9 @@ ALLOWED = "float32, float64 (C-contiguous: no copy), float16, the ml_dtypes floa
 def ml_dtype(fmt):
     """The NumPy/ml_dtypes dtype whose items are fmt's codes bit for bit."""
     f = _format(fmt)
-    name = ML_DTYPES.get(f.name)
+    # A format with a preset's encoding under another name (P3109's Binary8p4sf is
+    # float8_e4m3fnuz, Binary8p3sf float8_e5m2fnuz) has that preset's dtype.
+    name = ML_DTYPES.get(f.name) or ML_DTYPES.get(f.same_encoding_preset or "")
     if name is None:
         raise ValueError(f"format '{f.name}' has no ml_dtypes dtype; those with one: {', '.join(ML_DTYPES)}")
     if name in _NUMPY_DTYPES:

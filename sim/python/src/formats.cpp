@@ -48,6 +48,12 @@ void bind_formats(nb::module_& m) {
       .def_prop_ro("has_nan", &Format::has_nan)
       .def_prop_ro("code_bytes", [](const Format& f) { return code_bytes(f); })
       .def_prop_ro("aliases", &aliases_of)
+      // The preset with this format's codes and values (Binary8p4sf: float8_e4m3fnuz), else None.
+      .def_prop_ro("same_encoding_preset",
+                   [](const Format& f) -> nb::object {
+                     const FormatPreset* p = preset_with_encoding(f);
+                     return p ? nb::cast(p->format.name) : nb::none();
+                   })
       // numpy.finfo's names for the same numbers, so that code written for finfo reads a Format.
       .def_prop_ro("eps", &Format::epsilon)
       .def_prop_ro("smallest_normal", &Format::min_normal)

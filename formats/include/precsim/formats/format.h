@@ -17,6 +17,10 @@ enum class NonFinite : uint8_t {
   kNanOnly,     // only the all-ones code (each sign) is NaN; no Inf (float8_e4m3fn, e8m0)
   kFiniteOnly,  // every code is finite (FP6, FP4, integers)
   kFnuz,        // the negative-zero code is the only NaN; no Inf, no -0 (the *fnuz formats)
+  // IEEE P3109 v4.0 extended formats (§4.7.2). Signed: as kFnuz, plus +-Inf at the largest
+  // magnitude code (0x7F/0xFF in 8 bits). Unsigned: NaN at 2^K-1 and +Inf at 2^K-2.
+  kFnuzInf,
+  kNanInf,
 };
 
 enum class FormatKind : uint8_t {
@@ -34,6 +38,11 @@ struct Format {
   bool is_signed = true;
   bool has_zero = true;  // false only for E8M0, whose exponent field 0 is the normal 2^-127
   FormatKind kind = FormatKind::kFloat;
+  // Only meaningful without mantissa bits (P3109 P = 1): ties to even and round to odd look at the
+  // parity of the code, i.e. of the biased exponent (§4.7.4 CodeIsEven), where E8M0's rule sends
+  // every tie up. False for every other format, so P3109 formats with P > 1 keep the encoding of
+  // the presets they equal (Binary8p4sf is float8_e4m3fnuz).
+  bool exp_parity = false;
 
   // Storage width: sign + exponent + mantissa bits.
   int bits() const { return (is_signed ? 1 : 0) + exp_bits + man_bits; }
@@ -47,10 +56,13 @@ struct Format {
   uint64_t max_finite_code() const;
   uint64_t sign_mask() const { return is_signed ? uint64_t{1} << (exp_bits + man_bits) : 0; }
   uint64_t code_mask() const;
-  bool has_inf() const { return nonfinite == NonFinite::kIeee; }
+  bool has_inf() const {
+    return nonfinite == NonFinite::kIeee || nonfinite == NonFinite::kFnuzInf || nonfinite == NonFinite::kNanInf;
+  }
   bool has_nan() const { return nonfinite != NonFinite::kFiniteOnly; }
   bool has_negative_zero() const {
-    return is_signed && has_zero && nonfinite != NonFinite::kFnuz && kind == FormatKind::kFloat;
+    return is_signed && has_zero && nonfinite != NonFinite::kFnuz && nonfinite != NonFinite::kFnuzInf &&
+           kind == FormatKind::kFloat;
   }
 
   double max_finite() const;
@@ -69,7 +81,8 @@ struct Format {
 };
 
 // Preset by name or alias ("e4m3", "float8_e4m3fn", "bf16"...) or a custom spec
-// "eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]". nullopt with a message on error.
+// "eXmY[:bias=B][:nosub][:ieee|nanonly|finite|fnuz][:unsigned]", or an IEEE P3109 name
+// Binary{K}p{P}{s|u}{e|f} (p3109.h), case-insensitively. nullopt with a message on error.
 std::optional<Format> parse_format(std::string_view spec, std::string* error = nullptr);
 // As parse_format, throwing std::invalid_argument with the message (the message lists the names).
 Format format_by_name(std::string_view spec);

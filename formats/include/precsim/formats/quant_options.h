@@ -15,7 +15,20 @@ enum class Rounding : uint8_t {
   kDown,  // toward -Inf
   kOdd,   // truncate, then set the last bit when inexact (round-to-odd)
   kStochastic,
+  // IEEE P3109 v4.0 §4.7.4 stochastic rounding with N = sr_bits random bits R (the top N bits of
+  // the element's 32-bit stream), for the discarded fraction v: A rounds away when
+  // floor(v*2^N) + R >= 2^N; B when floor(v*2^(N+1)) + 2R + 1 >= 2^(N+1); C when
+  // RNITE(v*2^N) + R >= 2^N (RNITE: round to nearest integer, ties to even).
+  kStochasticA,
+  kStochasticB,
+  kStochasticC,
 };
+
+// Whether a mode draws random bits (kStochastic and the P3109 variants).
+constexpr bool is_stochastic(Rounding r) {
+  return r == Rounding::kStochastic || r == Rounding::kStochasticA || r == Rounding::kStochasticB ||
+         r == Rounding::kStochasticC;
+}
 
 enum class Overflow : uint8_t {
   // IEEE 754: the nearest modes and stochastic rounding, "up" for positive and "down" for negative
@@ -24,7 +37,20 @@ enum class Overflow : uint8_t {
   kIeee,
   // Overflow and Inf inputs give the largest finite value of the same sign (cuda_fp8.h SATFINITE).
   kSaturate,
+  // IEEE P3109 v4.0 §4.7.5 saturation, for any format ("extended" meaning the format has Inf):
+  // SatFinite clamps every out-of-range value and Inf to the finite range; SatPropagate clamps
+  // finite out-of-range values but keeps Inf inputs; SatNone sends out-of-range values to Inf in
+  // extended formats and to the largest finite value in finite ones, except where the rounding
+  // direction asks for a finite result (toward zero; down above, up below; odd in unsigned
+  // extended formats); negative values into unsigned formats give NaN (0 under toward-zero and up).
+  kSatFinite,
+  kSatPropagate,
+  kSatNone,
 };
+
+constexpr bool is_p3109_saturation(Overflow o) {
+  return o == Overflow::kSatFinite || o == Overflow::kSatPropagate || o == Overflow::kSatNone;
+}
 
 // Which stochastic-rounding stream a tensor draws from. Element i of the tensor uses the bits
 // sr_bits(key, i): the same key and index give the same bits on any thread count.
@@ -77,7 +103,8 @@ struct QuantStats {
 
 std::string_view to_string(Rounding);
 std::string_view to_string(Overflow);
-// Parses "nearest-even" ... "stochastic"; throws std::invalid_argument naming the allowed values.
+// Parses "nearest-even" ... "stochastic-c" (overflow modes case-insensitively, so that the
+// report's spelling SatFinite is accepted); throws std::invalid_argument naming the allowed values.
 Rounding parse_rounding(std::string_view);
 Overflow parse_overflow(std::string_view);
 std::string status_to_string(uint32_t status);  // "inexact|underflow" or "exact"
