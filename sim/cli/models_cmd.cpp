@@ -87,7 +87,8 @@ const Registrar reg(42, [](CLI::App& app) {
       app.add_subcommand("models", "list every accumulation model preset and matrix instruction (ARCH/INSTRUCTION)");
   auto json = std::make_shared<bool>(false);
   auto arch = std::make_shared<std::string>();
-  cmd->add_flag("--json", *json, "print the list as JSON (what precsim.accum_models() returns)");
+  // The list precsim.accum_models() returns, not a report, with the shared flag's wording.
+  cmd->add_flag("--json", *json, "print the JSON report on stdout and nothing else");
   cmd->add_option("--arch", *arch, "only the instructions of this architecture (volta ... cdna3)");
   cmd->callback([json, arch] { run(*json, *arch); });
 });

@@ -315,6 +315,17 @@ void validate(const AccumModel& m) {
   }
 }
 
+// ops=A+B: two format names.
+std::string parse_ops(std::string_view v) {
+  const size_t plus = v.find('+');
+  if (plus == std::string_view::npos) bad(fmt::format("accumulation model: ops '{}' must be A+B (two format names)", v));
+  for (std::string_view f : {v.substr(0, plus), v.substr(plus + 1)}) {
+    std::string err;
+    if (!parse_format(f, &err)) bad("accumulation model: ops: " + err);
+  }
+  return std::string(v);
+}
+
 void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_set, bool& acc_set) {
   auto& b = m.block;
   if (key == "acc") {
@@ -370,14 +381,7 @@ void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_se
   } else if (key == "parity") {
     b.parity_halves = parse_bool(key, v);
   } else if (key == "ops") {
-    const size_t plus = v.find('+');
-    if (plus == std::string_view::npos)
-      bad(fmt::format("accumulation model: ops '{}' must be A+B (two format names)", v));
-    for (std::string_view f : {v.substr(0, plus), v.substr(plus + 1)}) {
-      std::string err;
-      if (!parse_format(f, &err)) bad("accumulation model: ops: " + err);
-    }
-    m.operands = std::string(v);
+    m.operands = parse_ops(v);
   } else if (key == "cin") {
     std::string err;
     auto f = parse_format(v, &err);
