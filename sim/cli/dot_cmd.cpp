@@ -23,7 +23,7 @@ struct Args {
   std::string model;
   std::vector<std::string> a, b;
   std::string c = "0";
-  std::string input_format, output_format;
+  std::string input_format, a_format, b_format, output_format;
   OutputOptions out;
 };
 
@@ -47,14 +47,21 @@ void run(const Args& args) {
   const AccumModel model = accum_model_arg("--model", args.model, args.output_format);
   if (model.kind == AccumKind::kUnordered)
     throw UsageError("--model unordered has no defined summation order; dot needs an ordered model");
-  const std::string in_name = !args.input_format.empty() ? args.input_format
-                              : model.kind == AccumKind::kBlockFma ? "fp16" : "fp32";
-  const Format in = parse_format_arg("--input-format", in_name);
+  // An instruction takes its own operand types; other block models default to fp16.
+  const size_t plus = model.operands.find('+');
+  const std::string in_name = !args.input_format.empty()           ? args.input_format
+                              : plus != std::string::npos          ? model.operands.substr(0, plus)
+                              : model.kind == AccumKind::kBlockFma ? "fp16"
+                                                                   : "fp32";
+  const std::string b_default =
+      args.input_format.empty() && plus != std::string::npos ? model.operands.substr(plus + 1) : in_name;
+  const Format in = parse_format_arg("--a-format", args.a_format.empty() ? in_name : args.a_format);
+  const Format bin = parse_format_arg("--b-format", args.b_format.empty() ? b_default : args.b_format);
   check_output(args.out);
   if (args.a.size() != args.b.size())
     throw UsageError(fmt::format("--a has {} values but --b has {}; a dot product needs equal lengths", args.a.size(),
                                  args.b.size()));
-  const std::vector<float> a = parse_values("--a", args.a, in), b = parse_values("--b", args.b, in);
+  const std::vector<float> a = parse_values("--a", args.a, in), b = parse_values("--b", args.b, bin);
   const double c = or_usage_error("--c", [&] { return parse_real(args.c); });
   if (!(round_to(model.acc, c) == c || std::isnan(c)))
     throw UsageError(fmt::format("--c '{}' is not a value of the accumulator format {} (nearest: {})", args.c,
@@ -62,7 +69,7 @@ void run(const Args& args) {
 
   DotError d;
   try {
-    d = dot_error(model, a, b, c, in);
+    d = dot_error(model, a, b, c, in, bin);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -74,6 +81,7 @@ void run(const Args& args) {
   }
   r.config() = {{"model", to_json(model)}, {"input_format", format_to_json(in)},
                 {"accumulator_format", format_to_json(model.acc)}, {"a", av}, {"b", bv}, {"c", hex_float(c)}};
+  if (!(bin == in)) r.config()["b_format"] = format_to_json(bin);
   r.seeds() = nlohmann::json::object();
   r.results() = {{"result", json_number(d.result)},
                  {"result_hex", hex_float(d.result)},
@@ -97,7 +105,10 @@ const Registrar reg(40, [](CLI::App& app) {
   cmd->add_option("--a", a->a, "a0,a1,... in decimal or C99 hex-float (0x1.8p-24)")->required()->delimiter(',');
   cmd->add_option("--b", a->b, "b0,b1,...")->required()->delimiter(',');
   cmd->add_option("--c", a->c, "the accumulator's initial value, a value of the accumulator format (default 0)");
-  cmd->add_option("--input-format", a->input_format, "format of a and b (default fp16 for block models, else fp32)");
+  cmd->add_option("--input-format", a->input_format,
+                  "format of a and b (default: an instruction's own types, fp16 for other block models, else fp32)");
+  cmd->add_option("--a-format", a->a_format, "format of a (default --input-format)");
+  cmd->add_option("--b-format", a->b_format, "format of b (default --input-format): mixed operands, e.g. e4m3 x e5m2");
   cmd->add_option("--output-format", a->output_format, "accumulator (output) format: fp16 on a Tensor Core preset picks its FP16-output "
                   "variant (<preset>-f16acc); other formats add :acc=F to the spec");
   add_output_options(cmd, a->out);

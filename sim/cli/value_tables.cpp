@@ -63,7 +63,9 @@ std::string dot_table(const nlohmann::json& config, const nlohmann::json& result
   const auto& model = config.at("model");
   const std::string acc = str(config.at("accumulator_format"), "name");
   std::string out = fmt::format("model     {} ({})\n", str(model, "name"), str(model, "spec"));
-  out += fmt::format("inputs    {} x {}, accumulator {}\n", config.at("a").size(), str(config.at("input_format"), "name"), acc);
+  const std::string in = str(config.at("input_format"), "name");
+  const std::string ops = config.contains("b_format") ? "A " + in + ", B " + str(config.at("b_format"), "name") : in;
+  out += fmt::format("inputs    {} x {}, accumulator {}\n", config.at("a").size(), ops, acc);
   out += fmt::format("exact     {:<24} {:.17g}{}\n", str(results, "exact_hex"), num(results, "exact"),
                      results.at("exact_fits_fp64").get<bool>() ? "" : " (rounded to fp64)");
   out += fmt::format("result    {:<24} {:.17g}\n", str(results, "result_hex"), num(results, "result"));

@@ -62,7 +62,8 @@ def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_
 
 
 def accum_models() -> list:
-    """Every accumulation model preset, as the dicts `precsim gemm` writes into its reports."""
+    """Every accumulation model preset and matrix instruction (ARCH/INSTRUCTION, one dict per name
+    pattern, "group": "instruction"), as `precsim models --json` lists them."""
     return _c.accum_models()
 
 

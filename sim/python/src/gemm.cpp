@@ -160,11 +160,9 @@ void bind_gemm(nb::module_& m) {
   def_gemm<double>(m, "gemm_f64");
   m.def("dot", &dot, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"),
         nb::arg("a_format"), nb::arg("b_format"), nb::arg("out_format").none());
-  m.def("accum_models", [] {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& p : accum_presets()) j.push_back(to_json(p));
-    return py_from_json(j);
-  }, "The accumulation model presets, as dicts.");
+  m.def(
+      "accum_models", [] { return py_from_json(accum_models_json()); },
+      "Every accumulation model preset and matrix instruction, as dicts.");
   m.def("accum_model", [](const std::string& spec) { return py_from_json(to_json(parse_accum_model(spec))); },
         nb::arg("spec"), "A model spec resolved, as a dict.");
 }

@@ -103,7 +103,8 @@ AccumEngine::AccumEngine(const AccumModel& m, const Format& a_fmt, const Format&
   block_opts_.rounding = m.block.final_rounding;
   block_opts_.flush_subnormals = !m.block.out_subnormals;
   promote_opts_.rounding = m.promote_rounding;
-  if (m.kind == AccumKind::kBlockFma) {
+  if (m.kind == AccumKind::kBlockFma || m.kind == AccumKind::kExactBlocks || m.kind == AccumKind::kFtzPairs ||
+      m.kind == AccumKind::kTwoStage) {
     for (const Format* f : {&a_fmt_, &b_fmt_}) {
       if (f->kind != FormatKind::kFloat || f->man_bits > 23 || f->emin() < -126 || f->emax() > 127)
         throw std::invalid_argument("block-FMA model: operand format '" + f->name +
@@ -114,6 +115,7 @@ AccumEngine::AccumEngine(const AccumModel& m, const Format& a_fmt, const Format&
     if (m.block.in_instruction_scales) check_block_scaled_operands(m, a_fmt_, b_fmt_);
   }
   scale_fmt_ = format_by_name(m.block.scale_ue4m3 ? "e4m3" : "e8m0");
+  c_in_ = m.c_input.empty() ? m.acc : format_by_name(m.c_input);
   if (m.kind == AccumKind::kUnordered)
     throw std::invalid_argument("the unordered model has no defined summation order; use it in gemm only");
 }
@@ -149,6 +151,9 @@ double AccumEngine::dot_slice(const DotOperands& x, double c, uint32_t& st) cons
     case AccumKind::kExact: return exact(x, c, st);
     case AccumKind::kBlockFma: return m_.block.in_instruction_scales ? scaled_dot(x, DotScales{}, c, st)
                                                                       : block_chain(x, c, st);
+    case AccumKind::kExactBlocks: return exact_blocks(x, c, st);
+    case AccumKind::kFtzPairs: return ftz_pairs(x, c, st);
+    case AccumKind::kTwoStage: return two_stage(x, c, st);
     case AccumKind::kUnordered: break;
   }
   throw std::logic_error("unreachable accumulation kind");
@@ -220,7 +225,7 @@ double AccumEngine::block_chain(const DotOperands& x, double c, uint32_t& st) co
   const int64_t nc = m_.promote_every;
   if (nc <= 0) {
     double d = c;
-    for (int64_t b = 0; b < x.k; b += n) d = block(x, b, std::min(x.k, b + n), d, st);
+    for (int64_t b = 0; b < x.k; b += n) d = block(x, b, std::min(x.k, b + n), d, st, b == 0);
     return d;
   }
   // Promotion: the inner accumulator restarts from zero every nc products; its result is added
@@ -237,7 +242,7 @@ double AccumEngine::block_chain(const DotOperands& x, double c, uint32_t& st) co
 
 // One block FMA (reference section 2.1): products exact and unnormalised, aligned to the largest
 // exponent (c included), each truncated to F fraction bits, summed exactly, rounded once.
-double AccumEngine::block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st) const {
+double AccumEngine::block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st, bool first) const {
   const BlockFmaParams& bp = m_.block;
   if (double r; special_block(x, begin, end, c, r, st)) return r;
   BlockTerm terms[4097];
@@ -255,7 +260,8 @@ double AccumEngine::block(const DotOperands& x, int64_t begin, int64_t end, doub
   {
     uint64_t mc;
     int ec;
-    if (decompose(static_cast<float>(c), m_.acc, true, mc, ec)) terms[nt++] = BlockTerm{mc, ec, m_.acc.man_bits, c < 0};
+    const Format& cf = first ? c_in_ : m_.acc;
+    if (decompose(static_cast<float>(c), cf, true, mc, ec)) terms[nt++] = BlockTerm{mc, ec, cf.man_bits, c < 0};
   }
   return fused_sum(terms, nt, st);
 }
@@ -292,7 +298,8 @@ double accum_dot(const AccumModel& model, std::span<const float> a, std::span<co
   if (a.size() != b.size())
     throw std::invalid_argument("dot: a has " + std::to_string(a.size()) + " elements but b has " +
                                 std::to_string(b.size()));
-  const detail::AccumEngine eng(model, a_fmt, b_fmt, out_fmt ? *out_fmt : model.acc);
+  const AccumModel m = for_operands(model, a_fmt, b_fmt);
+  const detail::AccumEngine eng(m, a_fmt, b_fmt, out_fmt ? *out_fmt : m.acc);
   uint32_t st = 0;
   const double r = eng.dot({a.data(), 1, b.data(), 1, static_cast<int64_t>(a.size())}, c, st);
   if (status) *status |= st;

@@ -70,7 +70,11 @@ class AccumEngine {
   double kahan(const DotOperands& x, double c, uint32_t& st) const;
   double exact(const DotOperands& x, double c, uint32_t& st) const;
   double block_chain(const DotOperands& x, double c, uint32_t& st) const;
-  double block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st) const;
+  double exact_blocks(const DotOperands& x, double c, uint32_t& st) const;  // amd_dot.cpp
+  double ftz_pairs(const DotOperands& x, double c, uint32_t& st) const;
+  double two_stage(const DotOperands& x, double c, uint32_t& st) const;
+  // first: c is the dot product's own C (read in c_in_), not a previous block's result.
+  double block(const DotOperands& x, int64_t begin, int64_t end, double c, uint32_t& st, bool first = false) const;
   double scaled_block(const DotOperands& x, const DotScales& s, int64_t begin, int64_t end, double c,
                       uint32_t& st) const;
   // Terms aligned to the largest exponent (or the floor), each truncated to F fraction bits,
@@ -78,7 +82,7 @@ class AccumEngine {
   double fused_sum(const BlockTerm* terms, int nt, uint32_t& st) const;
 
   AccumModel m_;
-  Format a_fmt_, b_fmt_, out_fmt_, block_out_, fp32_, scale_fmt_;
+  Format a_fmt_, b_fmt_, out_fmt_, block_out_, fp32_, scale_fmt_, c_in_;
   QuantOptions acc_opts_, block_opts_, promote_opts_;
   bool native32_ = false, native64_ = false;
 };

@@ -12,6 +12,7 @@
 
 #include "precsim/formats/spec.h"
 #include "precsim/sim/accum/accum_model_json.h"
+#include "precsim/sim/accum/instruction_model.h"
 
 namespace precsim {
 namespace {
@@ -107,6 +108,31 @@ void add_fp16_output_presets(std::vector<AccumModel>& p) {
   }
 }
 
+// GPUs whose preset picks the instruction from the operand formats (for_operands): shown with the
+// instruction it takes for fp16 operands.
+void add_instruction_set_presets(std::vector<AccumModel>& p) {
+  struct Gpu {
+    const char *name, *arch, *what;
+  };
+  static const Gpu kGpus[] = {
+      {"mi100", "cdna1", "AMD Instinct MI100 (CDNA1) MFMA: fp16/bf16 blocks summed exactly, rounded to nearest FP32"},
+      {"mi250x", "cdna2", "AMD Instinct MI250X (CDNA2) MFMA: FP32 multiplies and adds flushing subnormals"},
+      {"mi300x", "cdna3", "AMD Instinct MI300X (CDNA3) MFMA: truncated block sums, rounded to nearest FP32; fnuz FP8"},
+      {"rtx5090", "rtx-blackwell",
+       "RTX 5090 (sm_120) mma: blocks of 32 bytes, 25 fraction bits; kind::f8f6f4 FP8/FP6/FP4"},
+  };
+  const Format fp16 = format_by_name("fp16");
+  for (const Gpu& g : kGpus) {
+    AccumModel m = pick_instruction(g.arch, fp16, fp16);
+    m.name = g.name;
+    m.operands.clear();
+    m.pick = g.arch;
+    m.description = std::string(g.what) + "; the instruction chosen by the operand formats (shown: fp16)";
+    m.source += "; instruction as MMA-Sim lists it for " + std::string(g.arch);
+    p.push_back(m);
+  }
+}
+
 std::vector<AccumModel> make_presets() {
   std::vector<AccumModel> p;
   p.push_back(simple("fp32-seq", AccumKind::kSequential, false,
@@ -169,13 +195,20 @@ std::vector<AccumModel> make_presets() {
                     "B200 tcgen05 fp8/fp6/fp4: blocks of 32, 25 fraction bits, FP32 result truncated"));
   add_block_scaled_presets(p);
   add_fp16_output_presets(p);
+  add_instruction_set_presets(p);
   return p;
 }
 
 const std::map<std::string, AccumKind, std::less<>>& kind_names() {
-  static const std::map<std::string, AccumKind, std::less<>> m = {
-      {"seq", AccumKind::kSequential}, {"pairwise", AccumKind::kPairwise}, {"kahan", AccumKind::kKahan},
-      {"exact", AccumKind::kExact},    {"block", AccumKind::kBlockFma},    {"unordered", AccumKind::kUnordered}};
+  static const std::map<std::string, AccumKind, std::less<>> m = {{"seq", AccumKind::kSequential},
+                                                                  {"pairwise", AccumKind::kPairwise},
+                                                                  {"kahan", AccumKind::kKahan},
+                                                                  {"exact", AccumKind::kExact},
+                                                                  {"block", AccumKind::kBlockFma},
+                                                                  {"unordered", AccumKind::kUnordered},
+                                                                  {"exactblock", AccumKind::kExactBlocks},
+                                                                  {"ftz", AccumKind::kFtzPairs},
+                                                                  {"tr", AccumKind::kTwoStage}};
   return m;
 }
 
@@ -225,6 +258,24 @@ void validate_in_instruction_scales(const AccumModel& m) {
     bad("accumulation model: inscale=1 needs norm=0 and insub=1 (the block-scaled instructions' inputs)");
 }
 
+bool amd_kind(AccumKind k) {
+  return k == AccumKind::kExactBlocks || k == AccumKind::kFtzPairs || k == AccumKind::kTwoStage;
+}
+
+void validate_amd_kinds(const AccumModel& m) {
+  if (!amd_kind(m.kind)) return;
+  const BlockFmaParams& b = m.block;
+  if (!(m.acc == fp32()))
+    bad(fmt::format("accumulation model: {} accumulates in fp32 only (acc={})", to_string(m.kind), m.acc.name));
+  if (m.promote_every != 0) bad("accumulation model: promote applies to the block model only");
+  if (m.kind == AccumKind::kFtzPairs && b.block_size != 2 && b.block_size != 4)
+    bad(fmt::format("accumulation model: ftz n={} must be 2 or 4 (products per add tree)", b.block_size));
+  if (b.block_size < 1 || b.block_size > 4096)
+    bad(fmt::format("accumulation model: n={} must be in 1..4096", b.block_size));
+  if (m.kind == AccumKind::kTwoStage && (b.frac_bits < 1 || b.frac_bits > 40 || b.frac_bits2 < 1 || b.frac_bits2 > 40))
+    bad(fmt::format("accumulation model: tr F={} and F2={} must be in 1..40", b.frac_bits, b.frac_bits2));
+}
+
 // Rejects parameter combinations the kernels cannot honour exactly.
 void validate(const AccumModel& m) {
   const Format& f = m.acc;
@@ -249,6 +300,7 @@ void validate(const AccumModel& m) {
     bad("accumulation model: unordered (Eigen) accumulates in fp32 only");
   if (m.promote_every > 0 && m.kind != AccumKind::kBlockFma)
     bad("accumulation model: promote applies to the block model only");
+  validate_amd_kinds(m);
   if (m.kind == AccumKind::kBlockFma) {
     const BlockFmaParams& b = m.block;
     if (b.block_size < 1 || b.block_size > 4096) bad(fmt::format("accumulation model: n={} must be in 1..4096", b.block_size));
@@ -261,6 +313,17 @@ void validate(const AccumModel& m) {
     if (f.man_bits > 50) bad("accumulation model: the block model's output format must have at most 50 fraction bits");
     validate_in_instruction_scales(m);
   }
+}
+
+// ops=A+B: two format names.
+std::string parse_ops(std::string_view v) {
+  const size_t plus = v.find('+');
+  if (plus == std::string_view::npos) bad(fmt::format("accumulation model: ops '{}' must be A+B (two format names)", v));
+  for (std::string_view f : {v.substr(0, plus), v.substr(plus + 1)}) {
+    std::string err;
+    if (!parse_format(f, &err)) bad("accumulation model: ops: " + err);
+  }
+  return std::string(v);
 }
 
 void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_set, bool& acc_set) {
@@ -313,10 +376,27 @@ void apply(AccumModel& m, std::string_view key, std::string_view v, bool& ofb_se
     m.split_k_scheme = parse_scheme(v);
   } else if (key == "tf32") {
     m.tf32_rounding = parse_mode(key, v);
+  } else if (key == "F2") {
+    b.frac_bits2 = parse_int(key, v);
+  } else if (key == "parity") {
+    b.parity_halves = parse_bool(key, v);
+  } else if (key == "ops") {
+    m.operands = parse_ops(v);
+  } else if (key == "cin") {
+    std::string err;
+    auto f = parse_format(v, &err);
+    if (!f) bad("accumulation model: cin: " + err);
+    m.c_input = f->name;
+  } else if (key == "pick") {
+    const auto& archs = instruction_architectures();
+    if (std::find(archs.begin(), archs.end(), v) == archs.end())
+      bad(fmt::format("accumulation model: pick '{}' unknown; allowed: {}", v, fmt::join(archs, ", ")));
+    m.pick = std::string(v);
   } else {
-    bad(fmt::format("accumulation model: unknown key '{}'; allowed: acc, round, fma, n, F, final, ofb, norm, "
+    bad(
+        fmt::format("accumulation model: unknown key '{}'; allowed: acc, round, fma, n, F, final, ofb, norm, "
                     "floor, insub, outsub, cnan, split, inscale, group, sfmt, promote, promote_round, splitk, "
-                    "splitk_scheme, tf32",
+                    "splitk_scheme, tf32, F2, parity, ops, cin, pick",
                     key));
   }
 }
@@ -397,10 +477,27 @@ AccumModel parse_accum_model(std::string_view spec) {
   }
   // A later key overrides an earlier one, so that text appended to a spec (or to_spec's output)
   // changes it: "h100:F=30", to_spec(m) + ":acc=bf16".
-  const Spec parsed = parse_spec(spec, {.what = "accumulation model", .later_key_overrides = true});
-  const std::string_view head = parsed.name;
+  // An instruction name has "::" in it (kind::f8f6f4): its keys start at the first lone ':'.
+  size_t keys = spec.size();
+  if (is_instruction_spec(spec.substr(0, spec.find(':')))) {
+    for (size_t i = 0; i < spec.size(); ++i) {
+      if (spec[i] != ':') continue;
+      if (i + 1 < spec.size() && spec[i + 1] == ':') {
+        ++i;
+        continue;
+      }
+      keys = i;
+      break;
+    }
+  }
+  const bool instruction = keys != spec.size() || is_instruction_spec(spec.substr(0, spec.find(':')));
+  const AccumModel instr = instruction ? instruction_model(spec.substr(0, keys)) : AccumModel();
+  const std::string rewritten = instruction ? "instruction" + std::string(spec.substr(keys)) : std::string();
+  const Spec parsed = parse_spec(instruction ? std::string_view(rewritten) : spec,
+                                 {.what = "accumulation model", .later_key_overrides = true});
+  const std::string_view head = instruction ? spec.substr(0, keys) : std::string_view(parsed.name);
   AccumModel m;
-  const AccumModel* preset = nullptr;
+  const AccumModel* preset = instruction ? &instr : nullptr;
   for (const auto& p : accum_presets())
     if (p.name == head) preset = &p;
   if (preset) {
@@ -451,8 +548,14 @@ std::string to_spec(const AccumModel& m) {
     if (b.in_instruction_scales)
       s += fmt::format(":inscale=1:group={}:sfmt={}", b.scale_group, b.scale_ue4m3 ? "ue4m3" : "ue8m0");
   }
+  if (amd_kind(m.kind)) s += fmt::format(":n={}", b.block_size);
+  if (m.kind == AccumKind::kTwoStage)
+    s += fmt::format(":F={}:F2={}:parity={}", b.frac_bits, b.frac_bits2, int(b.parity_halves));
   s += fmt::format(":splitk={}:splitk_scheme={}:tf32={}", m.split_k, to_string(m.split_k_scheme),
                    to_string(m.tf32_rounding));
+  if (!m.operands.empty()) s += ":ops=" + m.operands;
+  if (!m.c_input.empty()) s += ":cin=" + m.c_input;
+  if (!m.pick.empty()) s += ":pick=" + m.pick;
   return s;
 }
 
@@ -478,6 +581,13 @@ nlohmann::json to_json(const AccumModel& m) {
                 {"norm", b.normalize_products}, {"floor", b.align_exp_floor},
                 {"insub", b.in_subnormals},   {"outsub", b.out_subnormals},
                 {"cnan", b.canonical_nan},    {"split", b.instruction_split}};
+  if (m.kind == AccumKind::kTwoStage) {
+    j["block"]["F2"] = b.frac_bits2;
+    j["block"]["parity"] = b.parity_halves;
+  }
+  if (!m.operands.empty()) j["ops"] = m.operands;
+  if (!m.c_input.empty()) j["cin"] = m.c_input;
+  if (!m.pick.empty()) j["pick"] = m.pick;
   if (b.in_instruction_scales) {
     j["block"]["inscale"] = true;
     j["block"]["group"] = b.scale_group;
@@ -523,6 +633,27 @@ AccumModel accum_model_from_json(const nlohmann::json& j) {
     bad(std::string("accumulation model JSON: ") + e.what());
   }
   validate(m);
+  return m;
+}
+
+AccumModel for_operands(const AccumModel& m, const Format& a, const Format& b) {
+  if (!m.pick.empty()) {
+    AccumModel r = pick_instruction(m.pick, a, b);
+    r.split_k = m.split_k;
+    r.split_k_scheme = m.split_k_scheme;
+    r.description = m.name + " picks " + r.name + ": " + r.description;
+    return r;
+  }
+  if (m.operands.empty()) return m;
+  const size_t plus = m.operands.find('+');
+  const Format want_a = format_by_name(m.operands.substr(0, plus)),
+               want_b = format_by_name(m.operands.substr(plus + 1));
+  std::string wrong;
+  if (!same_encoding(a, want_a)) wrong = "A in " + a.name;
+  if (!same_encoding(b, want_b)) wrong += (wrong.empty() ? "B in " : " and B in ") + b.name;
+  if (!wrong.empty())
+    bad(fmt::format("accumulation model '{}' takes A in {} and B in {} (the instruction's operand types), not {}",
+                    m.name, want_a.name, want_b.name, wrong));
   return m;
 }
 

@@ -344,11 +344,11 @@ GemmArgs::GemmArgs() : a_format(fp32_format()), b_format(fp32_format()), out_for
 GemmStats gemm(const AccumModel& model, const GemmArgs& args, const float* a, const float* b, float* c) {
   if (args.out_format.bits() > 32 || args.out_format.emax() > 127)
     throw std::invalid_argument("gemm: output format '" + args.out_format.name + "' does not fit a float; use the double output");
-  return run_gemm(model, args, a, b, c);
+  return run_gemm(for_operands(model, args.a_format, args.b_format), args, a, b, c);
 }
 
 GemmStats gemm(const AccumModel& model, const GemmArgs& args, const float* a, const float* b, double* c) {
-  return run_gemm(model, args, a, b, c);
+  return run_gemm(for_operands(model, args.a_format, args.b_format), args, a, b, c);
 }
 
 void gemm_f64(const GemmArgs& g, const double* a, const double* b, double* c, bool fma) {

@@ -10,8 +10,13 @@ namespace precsim {
 
 DotError dot_error(const AccumModel& model, std::span<const float> a, std::span<const float> b, double c,
                    const Format& in) {
+  return dot_error(model, a, b, c, in, in);
+}
+
+DotError dot_error(const AccumModel& model, std::span<const float> a, std::span<const float> b, double c,
+                   const Format& a_fmt, const Format& b_fmt) {
   DotError d;
-  d.result = accum_dot(model, a, b, c, in, in, &d.status);
+  d.result = accum_dot(model, a, b, c, a_fmt, b_fmt, &d.status);
   LongAccumulator acc;
   acc.add(c);
   for (size_t i = 0; i < a.size(); ++i) acc.add_product(a[i], b[i]);

@@ -6,6 +6,8 @@
 //   PRESET                               a name from accum_presets() ("a100", "h100-fp8-fast", ...)
 //   PRESET:key=value[:key=value...]      a preset with some parameters changed
 //   KIND[:key=value...]                  KIND = seq | pairwise | kahan | exact | block | unordered
+//   ARCH/INSTRUCTION[:key=value...]      a matrix instruction as MMA-Sim names it
+//                                        ("hopper/wgmma.m64n8k32.f32.e4m3.e5m2", instruction_model.h)
 //   {...}                                the JSON object written by to_json(AccumModel)
 // Keys (all optional; defaults are those of the kind, or of the preset):
 //   acc=FORMAT          accumulator format (seq, pairwise, kahan, exact) or block output format
@@ -33,6 +35,11 @@
 //   splitk=INT          K cut into this many contiguous slices summed independently
 //   splitk_scheme=compute|output|inplace  where slices are combined: in the accumulator format
 //                       (compute), or in the GEMM output format (output, inplace)
+//   F2=INT              tr: fraction bits of the second stage (CDNA3: 31)
+//   parity=0|1          tr: products summed as two interleaved halves (even k, odd k) first (CDNA3 FP8)
+//   ops=A+B             operand formats the model takes (an instruction's types); others refused
+//   cin=FORMAT          block: format the initial C is read in, when not acc (C f16, D f32)
+//   pick=ARCH           the instruction of ARCH is chosen from the operand formats (mi300x, rtx5090)
 //   tf32=MODE           rounding of FP32 operands into TF32 (toward-zero, nearest-even,
 //                       nearest-away); applies when an operand format is tf32
 // Example: "block:n=32:F=13:ofb=13:promote=128" is H100 FP8 with CUTLASS-style promotion.
@@ -49,12 +56,17 @@
 namespace precsim {
 
 enum class AccumKind : uint8_t {
-  kSequential,  // s = round(s + round(a*b)), or round(s + a*b) with fma; k in increasing order
-  kPairwise,    // products rounded, then a balanced binary tree of rounded adds (halves, left first)
-  kKahan,       // compensated sequential sum in the accumulator format
-  kExact,       // the exact sum, rounded once
-  kBlockFma,    // Tensor Core block FMA: align to the largest exponent, truncate, sum, round
-  kUnordered,   // Eigen's GEMM: fast, summation order depends on the CPU; not reproducible
+  kSequential,   // s = round(s + round(a*b)), or round(s + a*b) with fma; k in increasing order
+  kPairwise,     // products rounded, then a balanced binary tree of rounded adds (halves, left first)
+  kKahan,        // compensated sequential sum in the accumulator format
+  kExact,        // the exact sum, rounded once
+  kBlockFma,     // Tensor Core block FMA: align to the largest exponent, truncate, sum, round
+  kUnordered,    // Eigen's GEMM: fast, summation order depends on the CPU; not reproducible
+  kExactBlocks,  // blocks of n products and c summed exactly, rounded to nearest (CDNA1 MFMA)
+  kFtzPairs,     // FP32 multiplies and adds flushing subnormals, products added in pairs or
+                 // fours (n = 2 or 4) before c (CDNA2 MFMA)
+  kTwoStage,     // products aligned and truncated at F bits, then c added at F2 bits with
+                 // round-down, the sum rounded to nearest FP32 (CDNA3 MFMA)
 };
 
 enum class SplitKScheme : uint8_t {
@@ -78,6 +90,8 @@ struct BlockFmaParams {
   bool in_instruction_scales = false;  // inscale
   int scale_group = 0;                 // group
   bool scale_ue4m3 = false;            // sfmt: false UE8M0, true UE4M3
+  int frac_bits2 = 31;                 // F2 (kTwoStage)
+  bool parity_halves = false;          // parity (kTwoStage)
   friend bool operator==(const BlockFmaParams&, const BlockFmaParams&) = default;
 };
 
@@ -93,6 +107,10 @@ struct AccumModel {
   int split_k = 1;
   SplitKScheme split_k_scheme = SplitKScheme::kComputeType;
   Rounding tf32_rounding = Rounding::kNearestEven;
+  std::string operands;     // "A+B" formats the model takes (an instruction's); empty: any
+  std::string pick;         // an architecture whose instruction is chosen by the operand formats
+  std::string c_input;      // block: format of the first C when it is not the accumulator's (Volta
+                            // mma .f32.f16.f16.f16: C in FP16, D in FP32); empty: acc
   std::string source;       // where the parameters come from
   bool calibrated = false;  // measured on hardware in this project
   std::string description;
@@ -129,5 +147,11 @@ std::string_view to_string(SplitKScheme);
 // Whether an operand format is TF32, whose rounding from FP32 the model's tf32_rounding sets: by
 // encoding, not name, so that a spec spelling of it ("e8m10") is TF32 too.
 bool is_tf32(const Format& f);
+
+// The model as it runs on operands a and b: a `pick` model becomes the instruction its
+// architecture uses for those formats, and a model with `operands` refuses other formats
+// (std::invalid_argument naming the formats and what the instruction takes). gemm() and
+// accum_dot() call it.
+AccumModel for_operands(const AccumModel& m, const Format& a, const Format& b);
 
 }  // namespace precsim

@@ -9,5 +9,8 @@ namespace precsim {
 
 nlohmann::json to_json(const AccumModel& m);
 AccumModel accum_model_from_json(const nlohmann::json& j);  // throws std::invalid_argument
+// Every preset ("group": "preset") and every row of the instruction table ("group":
+// "instruction", with its name pattern, operand types and MMA-Sim's parameters), as to_json gives them.
+nlohmann::json accum_models_json();
 
 }  // namespace precsim

@@ -22,5 +22,8 @@ struct DotError {
 // Throws std::invalid_argument (from accum_dot) for operands the model does not take.
 DotError dot_error(const AccumModel& model, std::span<const float> a, std::span<const float> b, double c,
                    const Format& in);
+// Operands of two formats (E4M3 x E5M2, an instruction's A and B types).
+DotError dot_error(const AccumModel& model, std::span<const float> a, std::span<const float> b, double c,
+                   const Format& a_fmt, const Format& b_fmt);
 
 }  // namespace precsim
