@@ -249,6 +249,10 @@ void validate(const AccumModel& m) {
     bad("accumulation model: unordered (Eigen) accumulates in fp32 only");
   if (m.promote_every > 0 && m.kind != AccumKind::kBlockFma)
     bad("accumulation model: promote applies to the block model only");
+  // Only the sequential sum fuses; elsewhere fma=1 was accepted and changed nothing (spec_fuzz).
+  if (m.fma && m.kind != AccumKind::kSequential)
+    bad(fmt::format("accumulation model: fma=1 applies to seq only; {} rounds each product and sum as it defines",
+                    to_string(m.kind)));
   if (m.kind == AccumKind::kBlockFma) {
     const BlockFmaParams& b = m.block;
     if (b.block_size < 1 || b.block_size > 4096) bad(fmt::format("accumulation model: n={} must be in 1..4096", b.block_size));
