@@ -28,4 +28,17 @@ TEST(SpecFuzzCorpus, FmaOnAModelThatDoesNotFuseIsRefused) {
   EXPECT_TRUE(precsim::parse_accum_model("seq:fma=1").fma);
 }
 
+// Found by spec_fuzz: "fp32-fma:F=3" set a block parameter that no sequential sum reads.
+TEST(SpecFuzzCorpus, BlockKeysOnAModelThatIsNotBlockAreRefused) {
+  for (const char* spec : {"fp32-fma:F=3", "pairwise:n=16", "kahan:cnan=0"}) {
+    try {
+      precsim::parse_accum_model(spec);
+      ADD_FAILURE() << spec << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("applies to the block model only, not to "), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(precsim::parse_accum_model("h100:F=30").block.frac_bits, 30);
+}
+
 }  // namespace
