@@ -96,11 +96,11 @@ def inject(kind, p):
 
 
 def check_live_lock(plan, out, p):
-    """A second sweep on the folder of a running one is refused, naming the holder."""
+    """A second sweep on the folder of a running one is refused, naming the holder; 1 if checked."""
     q = subprocess.run([precsim, "sweep", plan, "--out-dir", out], capture_output=True, text=True, timeout=60)
     if p.poll() is not None:
-        return
-    expect(q.returncode == 2 and f"another precsim sweep (pid {p.pid}) is running in it" in q.stderr,
+        return 0
+    return expect(q.returncode == 2 and f"another precsim sweep (pid {p.pid}) is running in it" in q.stderr,
            f"a live lock refuses a second sweep, naming pid {p.pid}: {q.returncode} {q.stderr!r}")
 
 
@@ -111,7 +111,7 @@ def drill(plan, out):
         p = start(plan, out)
         if r == 1:
             wait_for(lambda: children(p.pid) or p.poll() is not None)
-            check_live_lock(plan, out, p)
+            faults["live lock"] = int(check_live_lock(plan, out, p))
         kind = CYCLE[r % len(CYCLE)]
         coordinator_killed = inject(kind, p)
         if kind == "worker SIGKILL" and p.poll() is None and r % 2 == 0:
@@ -151,8 +151,9 @@ def test_kill_and_resume():
     expect(read(os.path.join(out, ".sweep.lock")) == b"", "a finished sweep releases its lock (no pid left)")
     again = subprocess.run([precsim, "sweep", plan, "--out-dir", out], capture_output=True, text=True, timeout=60)
     expect(again.returncode == 0 and "stale" not in again.stderr, f"after a clean end no stale lock: {again.stderr!r}")
+    live = faults.pop("live lock", 0)
     print(f"faults injected over {ROUNDS} rounds: " + ", ".join(f"{n} {k}" for k, n in faults.items())
-          + f"; stale locks cleared: {stale_seen}")
+          + f"; stale locks cleared: {stale_seen}; live locks refused: {live}")
     expect(faults["coordinator SIGKILL"] >= 2 and faults["worker SIGKILL"] >= 4, f"the faults happened: {faults}")
 
 
