@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "precsim/reports/report.h"
+#include "precsim/reports/result_file.h"
 
 namespace precsim {
 namespace {
@@ -138,7 +139,7 @@ void write_npy(const std::filesystem::path& path, const std::string& descr,
                const std::vector<size_t>& shape, const void* data, size_t bytes) {
   const std::string header = npy_header(descr, shape);
   const std::string_view parts[] = {header, {static_cast<const char*>(data), bytes}};
-  write_file_atomic(path, parts);
+  write_result_file(path, parts);
 }
 
 }  // namespace precsim

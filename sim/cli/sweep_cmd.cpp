@@ -1,15 +1,11 @@
 // precsim sweep: many training runs from one sweep file, on local worker processes or MPI ranks,
 // resumable, merged into D/sweep.json. Parsing, printing and report assembly only: the plan, the
 // executors and the merge are the experiment layer's (precsim/sim/experiment/sweep_*.h).
-#include <fcntl.h>
 #include <omp.h>
 #include <fmt/format.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +13,8 @@
 #include <sstream>
 
 #include "cli_common.h"
+#include "sweep_lock.h"
+#include "precsim/reports/result_file.h"
 #include "precsim/sim/experiment/sweep_local.h"
 #include "precsim/sim/experiment/sweep_merge.h"
 #include "precsim/sim/experiment/sweep_unit.h"
@@ -78,25 +76,10 @@ void run_one_unit(const SweepPlan& plan, const Args& a) {
       } catch (const std::invalid_argument& e) {
         throw UsageError(fmt::format("unit {} (point {}): {}", u.index, u.point.dump(), e.what()));
       }
-      write_file_atomic(unit_report_path(a.out_dir, u), text);
+      write_result_file(unit_report_path(a.out_dir, u), text);
       return;
     }
   throw UsageError("--unit '" + a.unit + "' is not a unit of this sweep (precsim sweep PLAN --dry-run lists them)");
-}
-
-// One sweep per folder at a time; stale temporary files of killed workers are removed.
-int lock_out_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir / "units", ec);
-  if (ec) throw UsageError("--out-dir '" + dir.string() + "': cannot create it: " + ec.message());
-  const int fd = ::open((dir / ".sweep.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw UsageError("--out-dir '" + dir.string() + "': cannot write in it: " + std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
-    throw UsageError("--out-dir '" + dir.string() + "': another precsim sweep is running in it");
-  for (const auto& e : fs::directory_iterator(dir / "units"))
-    if (e.path().filename().string().rfind(".", 0) == 0 && e.path().filename().string().find(".tmp.") != std::string::npos)
-      fs::remove(e.path(), ec);
-  return fd;
 }
 
 // Units done, running and left, and the time left from the work done so far (costs).
@@ -140,7 +123,7 @@ void write_merge(const SweepPlan& plan, const Args& a, const InterruptGuard& gua
   r.results() = m.results;
   if (!m.missing.empty()) r.set_status("interrupted");
   const std::string text = r.document(/*deterministic=*/true).dump(2) + "\n";
-  write_file_atomic(fs::path(a.out_dir) / "sweep.json", text);
+  write_result_file(fs::path(a.out_dir) / "sweep.json", text);
   note() << "wrote " << (fs::path(a.out_dir) / "sweep.json").string() << "\n";
   if (a.json) std::cout << text;
   else std::cout << sweep_points_table(m.results);
@@ -157,6 +140,7 @@ void write_merge(const SweepPlan& plan, const Args& a, const InterruptGuard& gua
 
 // `lock`: the caller's lock_out_dir, taken before anything else could have started.
 void drive(const SweepPlan& plan, const Args& a, int lock, const Execute& execute) {
+  const SweepLockRelease release(lock);
   const InterruptGuard guard;
   const std::vector<size_t> todo = unfinished_units(plan, a.out_dir);
   note() << fmt::format("sweep: {} units, {} finished already, {} to run\n", plan.units.size(), plan.units.size() - todo.size(),
@@ -168,7 +152,6 @@ void drive(const SweepPlan& plan, const Args& a, int lock, const Execute& execut
   hooks.finished = [&](const SweepUnit& u, const std::string& e) { progress.finished(u, e); };
   execute(longest_first(plan, todo), hooks);
   write_merge(plan, a, guard, progress);
-  ::close(lock);
 }
 
 std::vector<std::string> worker_argv(const Args& a, const SweepUnit& u, int threads) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -301,6 +302,10 @@ void validate(const AccumModel& m) {
   if (m.promote_every > 0 && m.kind != AccumKind::kBlockFma)
     bad("accumulation model: promote applies to the block model only");
   validate_amd_kinds(m);
+  // Only the sequential sum fuses; elsewhere fma=1 was accepted and changed nothing (spec_fuzz).
+  if (m.fma && m.kind != AccumKind::kSequential)
+    bad(fmt::format("accumulation model: fma=1 applies to seq only; {} rounds each product and sum as it defines",
+                    to_string(m.kind)));
   if (m.kind == AccumKind::kBlockFma) {
     const BlockFmaParams& b = m.block;
     if (b.block_size < 1 || b.block_size > 4096) bad(fmt::format("accumulation model: n={} must be in 1..4096", b.block_size));
@@ -514,8 +519,14 @@ AccumModel parse_accum_model(std::string_view spec) {
     m.description = "";
   }
   bool ofb_set = false, acc_set = false;
+  // The block model's keys on another kind were accepted and changed nothing (spec_fuzz found
+  // "fp32-fma:F=3"). Only in specs: a report's JSON form of any model carries its "block" object.
+  static const std::set<std::string_view> kBlockKeys = {"n",      "F",   "final", "ofb",     "norm",  "floor", "insub",
+                                                        "outsub", "cnan", "split", "inscale", "group", "sfmt"};
   for (const SpecOption& o : parsed.options) {
     if (o.is_flag()) throw parsed.error(o, fmt::format("'{}' is not key=value", o.text));
+    if (m.kind != AccumKind::kBlockFma && kBlockKeys.count(o.key))
+      throw parsed.error(o, fmt::format("'{}' applies to the block model only, not to {}", o.key, to_string(m.kind)));
     try {
       apply(m, o.key, *o.value, ofb_set, acc_set);
     } catch (const std::invalid_argument& e) {

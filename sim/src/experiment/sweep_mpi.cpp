@@ -14,6 +14,7 @@
 
 #include "precsim/reports/interrupt.h"
 #include "precsim/reports/report.h"
+#include "precsim/reports/result_file.h"
 #include "precsim/sim/experiment/sweep_unit.h"
 
 namespace precsim {
@@ -110,7 +111,7 @@ void MpiSweep::lead(const SweepPlan& plan, const std::vector<size_t>& order, con
   auto deliver = [&](const Outcome& o) {
     std::string error = o.ok ? "" : o.text;
     if (o.ok) try {
-        write_file_atomic(unit_report_path(out_dir, plan.units[o.unit]), o.text);
+        write_result_file(unit_report_path(out_dir, plan.units[o.unit]), o.text);
       } catch (const std::exception& e) {
         error = e.what();
       }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -39,9 +40,10 @@ json& at_path(json& config, const std::string& path) {
         bad(fmt::format("unknown axis path '{}': '{}' is not a key of {}; keys there: {}", path, part, where, keys_of(*node)));
       node = &(*node)[part];
     } else if (node->is_array()) {
+      // from_chars, not stoul: an index of 30 digits is out of range, not a std::out_of_range.
       size_t i = 0;
-      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (digits) i = std::stoul(part);
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), i);
+      const bool digits = !part.empty() && part[0] != '-' && ec == std::errc() && end == part.data() + part.size();
       if (!digits || i >= node->size())
         bad(fmt::format("unknown axis path '{}': {} is an array of {} elements, '{}' is not an index into it", path, where,
                         node->size(), part));
@@ -144,6 +146,12 @@ SweepPlan plan_sweep(const json& spec) {
       if (!seen.count(it.key())) add_path(it.key(), fmt::format("list[{}]", i));
   for (size_t i = 0; i < grid.size(); ++i) add_path(grid[i].path, fmt::format("grid[{}]", i));
 
+  // Counted in floating point first: the product of many axes would wrap around size_t.
+  double units = double(list.size());
+  for (const Axis& a : grid) units *= double(a.values.size());
+  if (units > double(kMaxSweepUnits))
+    bad(fmt::format("the sweep has {:.4g} units (list points times grid values); at most {} are allowed: split it into "
+                    "several sweeps", units, kMaxSweepUnits));
   size_t grid_size = 1;
   for (const Axis& a : grid) grid_size *= a.values.size();
   std::map<std::string, size_t> by_id;

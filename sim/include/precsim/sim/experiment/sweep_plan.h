@@ -35,8 +35,13 @@ struct SweepPlan {
   std::vector<SweepUnit> units;
 };
 
+// The most units a sweep may have: each is a training run, and a grid over many axes multiplies
+// past what could ever run (or past size_t) before one unit is resolved.
+inline constexpr size_t kMaxSweepUnits = 100000;
+
 // Validates everything before any unit runs: unknown keys, an unknown or duplicated axis path, an
-// empty axis, a unit whose configuration is invalid, two units with the same configuration.
+// empty axis, more than kMaxSweepUnits units, a unit whose configuration is invalid, two units
+// with the same configuration.
 // Throws std::invalid_argument naming the bad entry and what is allowed.
 SweepPlan plan_sweep(const nlohmann::json& spec);
 
