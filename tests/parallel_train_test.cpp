@@ -391,19 +391,19 @@ TEST(ParallelTrain, BadSplitsAreRefusedWithTheValueAndWhatIsAllowed) {
   EXPECT_NE(config_error(with({{"parallel", {{"workers", 4}}}, {"accumulation", {{"micro_batches", 32}}}}))
                 .find("batch 64 is not divisible by parallel.workers 4 x accumulation.micro_batches 32 = 128"),
             std::string::npos);
-  EXPECT_EQ(config_error(with({{"parallel", {{"workers", 0}}}})), "parallel.workers 0 must be >= 1");
-  EXPECT_EQ(config_error(with({{"accumulation", {{"micro_batches", -2}}}})), "accumulation.micro_batches -2 must be >= 1");
+  EXPECT_EQ(config_error(with({{"parallel", {{"workers", 0}}}})), "recipe 'v': parallel.workers 0 must be >= 1");
+  EXPECT_EQ(config_error(with({{"accumulation", {{"micro_batches", -2}}}})), "recipe 'v': accumulation.micro_batches -2 must be >= 1");
   EXPECT_EQ(config_error(with({{"parallel", {{"allreduce", {{"algorithm", "butterfly"}}}}}})),
-            "parallel.allreduce.algorithm: unknown all-reduce algorithm 'butterfly'; allowed: ring, tree, naive, "
+            "recipe 'v': parallel.allreduce.algorithm: unknown all-reduce algorithm 'butterfly'; allowed: ring, tree, naive, "
             "fp32-accumulate");
   EXPECT_EQ(config_error(with({{"parallel", {{"allreduce", {{"average", "mean"}}}}}})),
-            "parallel.allreduce.average: unknown averaging mode 'mean'; allowed: sum, ddp, nccl-avg, post-divide, fsdp");
+            "recipe 'v': parallel.allreduce.average: unknown averaging mode 'mean'; allowed: sum, ddp, nccl-avg, post-divide, fsdp");
   EXPECT_EQ(config_error(with({{"parallel", {{"allreduce", {{"hook", "int8"}}}}}})),
-            "parallel.allreduce.hook: unknown compression hook 'int8'; allowed: none, bf16, fp16");
+            "recipe 'v': parallel.allreduce.hook: unknown compression hook 'int8'; allowed: none, bf16, fp16");
   EXPECT_EQ(config_error(with({{"accumulation", {{"normalization", "per-token"}}}})),
-            "unknown accumulation.normalization 'per-token'; allowed: global-item-count, mean-per-micro-batch");
+            "recipe 'v': unknown accumulation.normalization 'per-token'; allowed: global-item-count, mean-per-micro-batch");
   EXPECT_EQ(config_error(with({{"accumulation", {{"rounding", "odd"}}}})),
-            "unknown accumulation.rounding 'odd'; allowed: nearest-even, stochastic, kahan");
+            "recipe 'v': unknown accumulation.rounding 'odd'; allowed: nearest-even, stochastic, kahan");
   EXPECT_NE(config_error(with({{"parallel", {{"allreduce", {{"bucket_mb", 0}}}}}})).find("bucket_mb 0 must be > 0"),
             std::string::npos);
   EXPECT_NE(config_error(with({{"parallel", {{"allreduce", {{"format", "int8"}}}}}})).find("parallel.allreduce.format"),
@@ -533,7 +533,7 @@ TEST(SyncBatchNorm, ThePresetsShowInTheReport) {
 TEST(SyncBatchNorm, BadStatisticsModesAreRefused) {
   auto with = [](const json& patch) { return recipe_patch("fp32", patch); };
   EXPECT_EQ(config_error(with({{"parallel", {{"batchnorm_stats", "global"}}}})),
-            "unknown parallel.batchnorm_stats 'global'; allowed: micro-batch, worker, sync");
+            "recipe 'v': unknown parallel.batchnorm_stats 'global'; allowed: micro-batch, worker, sync");
   EXPECT_EQ(config_error(with({{"parallel", {{"workers", 2}, {"batchnorm_stats", "worker"}}},
                                {"accumulation", {{"micro_batches", 2}}}})),
             "recipe 'v': parallel.batchnorm_stats worker needs accumulation.micro_batches 1, got 2: with accumulation "

@@ -56,7 +56,7 @@ def test_fnuz_fp8_on_cdna3():
     got = precsim.dot(a, b, model="cdna3/mfma.f32_16x16x32_fp8_fp8", a_format="e4m3fnuz", b_format="e4m3fnuz")
     assert got == 1 + 2.0 ** -10
     with pytest.raises(ValueError, match="takes A in float8_e4m3fnuz and B in float8_e4m3fnuz.*not A in float8_e4m3fn"):
-        precsim.dot(a, b, model="cdna3/mfma.f32_16x16x32_fp8_fp8", a_format="e4m3", b_format="e4m3fnuz")
+        precsim.dot(b, b, model="cdna3/mfma.f32_16x16x32_fp8_fp8", a_format="e4m3", b_format="e4m3fnuz")
 
 
 def test_names_refused_with_what_is_allowed():

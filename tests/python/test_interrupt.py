@@ -82,13 +82,13 @@ def test_ctrl_c_stops_train_with_the_partial_report(tmp_path):
 
 GEMM_SETUP = """
 rng = np.random.default_rng(0)
-a = rng.standard_normal((768, 1024)).astype(np.float32)
-b = rng.standard_normal((1024, 768)).astype(np.float32)
+a = rng.standard_normal((2048, 2048)).astype(np.float32)
+b = rng.standard_normal((2048, 2048)).astype(np.float32)
 """
 
 
 def test_ctrl_c_stops_a_large_gemm():
-    # About 6e8 emulated Tensor Core products: many seconds on two cores.
+    # About 8.6e9 emulated Tensor Core products: ten seconds or more on two idle cores.
     delay, report = interrupt("precsim.gemm(a, b, model='h100')", GEMM_SETUP)
     assert delay < 1.0 and report is None, f"KeyboardInterrupt {delay:.3f} s after SIGINT"
 
