@@ -137,6 +137,9 @@ TEST(AccumSpec, BadSpecsNameTheProblem) {
   EXPECT_NE(message("{\"kind\": 3").find("malformed JSON"), std::string::npos);
   EXPECT_NE(message("{\"kind\": \"warp\"}").find("warp"), std::string::npos);
   EXPECT_NE(message("seq:round=stochastic").find("stochastic"), std::string::npos);
+  // P3109's stochastic modes draw random bits too, which no accumulation model keys.
+  for (const char* sr : {"stochastic-a", "stochastic-b", "stochastic-c"})
+    EXPECT_NE(message(std::string("seq:round=") + sr).find("round cannot be stochastic"), std::string::npos) << sr;
 }
 
 // FP32 sequential without FMA is the plain float loop (this file is compiled with

@@ -284,7 +284,7 @@ void validate(const AccumModel& m) {
     bad(fmt::format("accumulation model: accumulator format '{}' must be a signed floating-point format", f.name));
   if (f.bits() > 64 || f.exp_bits > 11) bad(fmt::format("accumulation model: accumulator format '{}' is wider than fp64", f.name));
   auto no_sr = [](Rounding r, std::string_view what) {
-    if (r == Rounding::kStochastic)
+    if (is_stochastic(r))
       bad(fmt::format("accumulation model: {} cannot be stochastic (not modelled)", what));
   };
   no_sr(m.rounding, "round");
