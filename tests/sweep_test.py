@@ -83,6 +83,11 @@ def check_merge(out, n_units, variants):
         else:
             want = next(v for v in unit["results"]["variants"] if v["name"] == row["variant"])["summary"]["final_loss"]
         expect(row["final_loss"] == want, f"row {row['unit']} {row['variant']}: final_loss {row['final_loss']} == {want}")
+    for row in r["rows"]:  # diverged as the unit's summaries say (over seeds: one diverged_at per seed)
+        unit = json.loads(read(os.path.join(out, "units", row["unit"] + ".json")))
+        ats = [run["variants"][i]["summary"]["diverged_at"] for run in unit["results"]["runs"]
+               for i, v in enumerate(run["variants"]) if v["name"] == row["variant"]]
+        expect(row["diverged"] == any(a is not None for a in ats), f"row {row['unit']} {row['variant']}: diverged {row['diverged']}")
     for p in r["points"]:
         xs = [row["final_loss"] for row in r["rows"]
               if row["variant"] == p["variant"] and {k: v for k, v in row["point"].items() if k != "seed"} == p["point"]]

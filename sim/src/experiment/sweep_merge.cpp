@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "precsim/reports/report.h"
 #include "precsim/sim/analysis/metrics.h"
@@ -48,7 +50,10 @@ json unit_rows(const SweepUnit& u, const json& doc) {
     row["variant"] = name;
     row["bits"] = bits;
     for (const char* k : kMetrics) row[k] = summary[k];
-    row["diverged"] = !summary["diverged_at"].is_null();
+    // Over a unit's seeds diverged_at is one entry per seed ([null, null]: none diverged).
+    const json& at = summary["diverged_at"];
+    row["diverged"] = at.is_array() ? std::any_of(at.begin(), at.end(), [](const json& e) { return !e.is_null(); })
+                                    : !at.is_null();
     rows.push_back(row);
   };
   add("reference", {{"weights", 64}, {"activations", 64}, {"gradients", 64}}, reference_summary(res));
@@ -124,18 +129,84 @@ json sweep_report_config(const SweepPlan& plan) {
   return {{"sweep", plan.spec}, {"base", plan.base}, {"axes", plan.paths}, {"units", plan.units.size()}};
 }
 
-std::string sweep_points_table(const json& results) {
-  std::string t = fmt::format("{:<40} {:<14} {:>5} {:>24} {:>24}\n", "point", "variant", "seeds", "final loss [95%]",
-                              "heldout loss [95%]");
-  auto ci = [](const json& m) {
-    return fmt::format("{:.4g} [{:.4g}, {:.4g}]", read_number(m["mean"]), read_number(m["lo"]), read_number(m["hi"]));
+namespace {
+
+// {"model.hidden":[8],"lr":0.1} as model.hidden=[8] lr=0.1: the axes as the plan names them.
+std::string point_text(const json& point) {
+  std::string s;
+  for (const auto& [k, v] : point.items()) s += (s.empty() ? "" : " ") + k + "=" + v.dump();
+  return s.empty() ? "(base)" : s;
+}
+
+// "mean [lo, hi]", or the mean alone where one seed gives no interval.
+std::string mean_interval(const json& m, size_t seeds) {
+  if (seeds < 2) return fmt::format("{:.4g}", read_number(m["mean"]));
+  return fmt::format("{:.4g} [{:.4g}, {:.4g}]", read_number(m["mean"]), read_number(m["lo"]), read_number(m["hi"]));
+}
+
+// Per variant, its held-out loss minus the reference's at the same point, lowest and highest
+// over the points: what the sweep found, in the reference's units.
+std::vector<std::string> sweep_findings(const json& points) {
+  std::map<std::string, double> reference;
+  for (const auto& p : points)
+    if (p["variant"] == "reference") reference[p["point"].dump()] = read_number(p["heldout_loss"]["mean"]);
+  struct Range {
+    double lo = INFINITY, hi = -INFINITY;
+    std::string at_lo, at_hi;
   };
-  for (const auto& p : results["points"]) {
-    std::string point = p["point"].dump();
-    if (point.size() > 40) point = point.substr(0, 37) + "...";
-    t += fmt::format("{:<40} {:<14} {:>5} {:>24} {:>24}\n", point, p["variant"].get<std::string>(), p["units"].get<size_t>(),
-                     ci(p["final_loss"]), ci(p["heldout_loss"]));
+  std::map<std::string, Range> gaps;
+  std::vector<std::string> order;
+  for (const auto& p : points) {
+    const std::string v = p["variant"].get<std::string>();
+    const auto ref = reference.find(p["point"].dump());
+    if (v == "reference" || ref == reference.end()) continue;
+    if (!gaps.count(v)) order.push_back(v);
+    Range& r = gaps[v];
+    const double gap = read_number(p["heldout_loss"]["mean"]) - ref->second;
+    if (gap < r.lo) r.lo = gap, r.at_lo = point_text(p["point"]);
+    if (gap > r.hi) r.hi = gap, r.at_hi = point_text(p["point"]);
   }
+  std::vector<std::string> out;
+  for (const std::string& v : order) {
+    const Range& r = gaps[v];
+    out.push_back(r.at_lo == r.at_hi ? fmt::format("{}: held-out loss {:+.4g} against the reference", v, r.lo)
+                                     : fmt::format("{}: held-out loss {:+.4g} ({}) to {:+.4g} ({}) against the reference",
+                                                   v, r.lo, r.at_lo, r.hi, r.at_hi));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sweep_points_table(const json& results) {
+  const json& points = results["points"];
+  size_t width = 5, max_seeds = 0, diverged = 0;
+  for (const auto& p : points) {
+    width = std::max(width, std::min<size_t>(40, point_text(p["point"]).size()));
+    max_seeds = std::max(max_seeds, p["units"].get<size_t>());
+    diverged += p.value("diverged", 0);
+  }
+  const char* head = max_seeds < 2 ? "" : " [95%]";
+  std::string t = fmt::format("{:<{}} {:<14} {:>5} {:>24} {:>24}\n", "point", width, "variant", "seeds",
+                              std::string("final loss") + head, std::string("heldout loss") + head);
+  for (const auto& p : points) {
+    std::string point = point_text(p["point"]);
+    if (point.size() > width) point = point.substr(0, width - 3) + "...";
+    const size_t seeds = p["units"].get<size_t>();
+    t += fmt::format("{:<{}} {:<14} {:>5} {:>24} {:>24}\n", point, width, p["variant"].get<std::string>(), seeds,
+                     mean_interval(p["final_loss"], seeds), mean_interval(p["heldout_loss"], seeds));
+  }
+  t += "legend:\n  point         the plan's axes at this point (seed excepted)\n"
+       "  seeds         finished units averaged at the point (one per value of the plan's seed axis)\n"
+       "  final loss    training loss after the last step, mean over the seeds\n"
+       "  heldout loss  loss on the held-out set, mean over the seeds; reference: the FP64 run\n";
+  if (max_seeds >= 2) t += "  [95%]         the 95% interval of the mean (Student's t over the seeds)\n";
+  t += "findings:\n";
+  if (max_seeds < 2) t += "  - 1 seed per point: no interval; give the plan's seeds axis 3 or more values\n";
+  for (const std::string& f : sweep_findings(points)) t += "  - " + f + "\n";
+  if (diverged) t += fmt::format("  - {} (point, variant, seed) runs diverged\n", diverged);
+  const size_t missing = results.value("missing", json::array()).size();
+  if (missing) t += fmt::format("  - {} planned units not finished: run the sweep again to resume\n", missing);
   return t;
 }
 
