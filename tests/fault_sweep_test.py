@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from checks import expect, finish  # noqa: E402
+from procs import children  # noqa: E402
 
 precsim = sys.argv[1]
 tmp = tempfile.mkdtemp(prefix=f"precsim-fault-sweep-{os.getpid()}-")
@@ -43,14 +44,6 @@ def enough_faults():
 def read(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except FileNotFoundError:
-        return []
 
 
 def finished_units(out):

@@ -26,6 +26,7 @@ import jsonschema
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from checks import expect, finish  # noqa: E402
+from procs import children  # noqa: E402
 
 mode, precsim, schema_path = sys.argv[1:4]
 with open(schema_path) as f:
@@ -124,14 +125,6 @@ def test_local():
         p = subprocess.run([precsim, "report", *args], capture_output=True, text=True)
         expect(p.returncode == 0, f"report {args[0]} on the merge: {p.returncode} {p.stderr[-300:]!r}")
     expect(os.path.exists(os.path.join(tmp, "csv", "points.csv")), f"export wrote points.csv: {os.listdir(os.path.join(tmp, 'csv'))}")
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except FileNotFoundError:
-        return []
 
 
 def wait_for(cond, what, timeout=120):

@@ -36,6 +36,23 @@ def cli():
     return run
 
 
+
+@pytest.fixture
+def gemm_operands(tmp_path):
+    """make(seed, m, k, n): float32 normal A (m, k) and B (k, n), also saved as a.npy and b.npy in
+    tmp_path for `precsim gemm --a --b`; returns (a, b, path_a, path_b)."""
+    import numpy as np
+
+    def make(seed, m, k, n):
+        rng = np.random.default_rng(seed)
+        a = rng.normal(size=(m, k)).astype(np.float32)
+        b = rng.normal(size=(k, n)).astype(np.float32)
+        np.save(tmp_path / "a.npy", a)
+        np.save(tmp_path / "b.npy", b)
+        return a, b, tmp_path / "a.npy", tmp_path / "b.npy"
+
+    return make
+
 def mlp_twin(problem, dtype=None):
     """The torch MLP (Linear, ReLU, ..., Linear) with `precsim train`'s initial weights, from
     precsim._precsim.mlp_problem's layers; dtype: the parameters' (torch's default when None)."""

@@ -71,14 +71,10 @@ def test_block_errors():
         precsim.block_quantize(x.astype(np.float64), "mxfp4")
 
 
-def test_gemm_equals_the_cli(cli, tmp_path):
-    rng = np.random.default_rng(9)
-    a = rng.normal(size=(8, 96)).astype(np.float32)
-    b = rng.normal(size=(96, 6)).astype(np.float32)
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
+def test_gemm_equals_the_cli(cli, gemm_operands):
+    a, b, pa, pb = gemm_operands(9, 8, 96, 6)
     models = ["h100", "a100", "fp32-seq", "pairwise", "block:n=32:F=13:promote=128"]
-    rep = json.loads(cli("gemm", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy", "--model", ",".join(models),
+    rep = json.loads(cli("gemm", "--a", pa, "--b", pb, "--model", ",".join(models),
                          "--a-format", "fp32", "--b-format", "fp32", "--json", "--deterministic"))
     exact = precsim.gemm(a, b, model="exact:acc=fp64", a_format="fp32", b_format="fp32", out_format="fp64", out_dtype=np.float64)
     for model, row in zip(models, rep["results"]["sweep"][0]["models"]):

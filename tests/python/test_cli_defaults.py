@@ -10,15 +10,11 @@ import pytest
 import precsim
 
 
-def test_gemm_defaults_are_the_clis(cli, tmp_path):
-    rng = np.random.default_rng(30)
+def test_gemm_defaults_are_the_clis(cli, tmp_path, gemm_operands):
     # float32 values with more bits than bf16 holds: the default rounds them, as the CLI does.
-    a = rng.normal(size=(5, 40)).astype(np.float32)
-    b = rng.normal(size=(40, 3)).astype(np.float32)
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
+    a, b, pa, pb = gemm_operands(30, 5, 40, 3)
     for model in ("h100", "fp32-seq"):
-        cli("gemm", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy", "--model", model, "--output",
+        cli("gemm", "--a", pa, "--b", pb, "--model", model, "--output",
             tmp_path / "c.npy", "--json", "--deterministic")
         want = np.load(tmp_path / "c.npy")
         got = precsim.gemm(a, b, model=model)
