@@ -156,11 +156,6 @@ Data make_data(const InstructionInfo& r, Dist d, uint64_t seed) {
   return x;
 }
 
-bool same(double ours, double theirs) {
-  if (std::isnan(ours) || std::isnan(theirs)) return std::isnan(ours) && std::isnan(theirs);
-  return ours == theirs && std::signbit(ours) == std::signbit(theirs);
-}
-
 class Instructions : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -214,7 +209,7 @@ class Instructions : public ::testing::Test {
 int64_t compare(const std::string& label, const std::vector<double>& ours, const std::vector<double>& theirs) {
   int64_t bad = 0;
   for (size_t o = 0; o < ours.size(); ++o) {
-    if (same(ours[o], theirs[o])) continue;
+    if (testing::same_result(ours[o], theirs[o])) continue;
     if (++bad <= 2)
       std::cout << fmt::format("{} output ({}, {}): ours {:a}, MMA-Sim {:a}\n", label, o / kN, o % kN, ours[o],
                                theirs[o]);

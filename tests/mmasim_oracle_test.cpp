@@ -234,11 +234,6 @@ Data make_data(const Case& cs, const AccumModel& model, Dist d, uint64_t seed) {
   return x;
 }
 
-bool same(double ours, double theirs) {
-  if (std::isnan(ours) || std::isnan(theirs)) return std::isnan(ours) && std::isnan(theirs);
-  return ours == theirs && std::signbit(ours) == std::signbit(theirs);
-}
-
 class MmaSim : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -300,7 +295,7 @@ int64_t compare(const std::string& label, const std::vector<double>& ours, const
                 const Data& x) {
   int64_t bad = 0;
   for (size_t o = 0; o < ours.size(); ++o) {
-    if (same(ours[o], theirs[o])) continue;
+    if (testing::same_result(ours[o], theirs[o])) continue;
     if (++bad <= 3)
       std::cout << fmt::format("{} output ({}, {}): ours {:a}, MMA-Sim {:a}, C {:a}\n", label, o / kN, o % kN,
                                ours[o], theirs[o], double(x.c[o]));

@@ -2,6 +2,7 @@
 // helper script, and what the helper's exit status means for the test.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -41,6 +42,13 @@ inline OracleStatus oracle_status(int status, const std::string& package) {
   s.skip = true;
   s.why += ": no Python with " + package + "; set PRECSIM_VENV_PYTHON or run scripts/setup.sh";
   return s;
+}
+
+// An oracle's result equals ours: the same double with the same sign (a zero's included), any NaN
+// equal to any NaN (payloads and NaN signs are not compared).
+inline bool same_result(double ours, double theirs) {
+  if (std::isnan(ours) || std::isnan(theirs)) return std::isnan(ours) && std::isnan(theirs);
+  return ours == theirs && std::signbit(ours) == std::signbit(theirs);
 }
 
 }  // namespace precsim::testing
