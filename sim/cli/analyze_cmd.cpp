@@ -150,15 +150,15 @@ void analyze_safetensors(const Args& a, const std::vector<BlockScaling>& schemes
 }
 
 // Every (tensor, scheme) by QSNR, best first across the tensors (NaN last), ties in input order;
-// the tensors unranked_reason leaves out are not in it.
-nlohmann::json ranking_json(const std::vector<Analyzed>& tensors, const nlohmann::json& tensor_results) {
+// the tensors with an unranked reason (unranked_reason, one per tensor) are not in it.
+nlohmann::json ranking_json(const std::vector<Analyzed>& tensors, const std::vector<std::string>& unranked) {
   struct Row {
     const std::string* tensor;
     const SchemeAnalysis* r;
   };
   std::vector<Row> rows;
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (unranked_reason(tensor_results[i]).empty())
+    if (unranked[i].empty())
       for (const auto& r : tensors[i].result.schemes) rows.push_back({&tensors[i].name, &r});
   std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
     const double a = x.r->error.qsnr_db, b = y.r->error.qsnr_db;
@@ -192,13 +192,16 @@ void run(const Args& a) {
   rep.config() = {{"formats", jschemes}, {"options", quant_options_to_json(o)}, {"input", run.input}};
   rep.seeds() = {{"seed", a.quant.seed}};
   nlohmann::json results = nlohmann::json::array();
-  for (const auto& t : run.tensors) results.push_back(tensor_json(t));
-  rep.results()["tensors"] = results;
-  rep.results()["ranking"] = ranking_json(run.tensors, results);
-  // Only where there is one, so that reports of ranked tensors keep their digests.
+  std::vector<std::string> reasons;
   nlohmann::json unranked = nlohmann::json::array();
-  for (const auto& t : results)
-    if (const std::string why = unranked_reason(t); !why.empty()) unranked.push_back({{"tensor", t["name"]}, {"reason", why}});
+  for (const auto& t : run.tensors) {
+    results.push_back(tensor_json(t));
+    reasons.push_back(unranked_reason(results.back()));
+    if (!reasons.back().empty()) unranked.push_back({{"tensor", t.name}, {"reason", reasons.back()}});
+  }
+  rep.results()["tensors"] = results;
+  rep.results()["ranking"] = ranking_json(run.tensors, reasons);
+  // Only where there is one, so that reports of ranked tensors keep their digests.
   if (!unranked.empty()) rep.results()["unranked"] = unranked;
   // The metrics leave NaN and Inf inputs out, but a block holding one is NaN as a whole: said once
   // per tensor, since a block scheme's QSNR is then nan where a plain format's is not.

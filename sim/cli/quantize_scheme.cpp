@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli_parse.h"
@@ -70,9 +71,11 @@ void run_scheme_array(const QuantizeArgs& a, const BlockScaling& s) {
   rep.seeds() = {{"sr_seed", s.element_options.sr_key.seed}};
   rep.results()["scheme"] = scheme_result_json(r);
   rep.results()["nonfinite_inputs"] = r.blocks.nonfinite_inputs;
+  std::optional<float> tensor_scale;  // NVFP4's second level, when codes are written
   if (a.codes) {
     const BlockPacked p = block_quantize(r.scheme, values, rows, cols);
     rep.results()["packed"] = write_packed(a, scales_path, s, p);
+    if (s.rule == ScaleRule::kNvfp4) tensor_scale = p.tensor_scale;
   } else if (!a.output.empty()) {
     write_npy(a.output, "<f4", in.shape, q.data(), q.size() * sizeof(float));
     note() << "wrote " << a.output << "\n";
@@ -81,12 +84,10 @@ void run_scheme_array(const QuantizeArgs& a, const BlockScaling& s) {
   if (!a.out.json) std::cout << quantize_table(rep.config(), rep.results());
   // NVFP4's codes decode only with the tensor scale, which no .npy holds: say it on stdout as
   // well as in the report, so that --codes without --out keeps it.
-  if (a.codes && s.rule == ScaleRule::kNvfp4 && !a.out.json) {
-    const auto& packed = rep.results()["packed"];
+  if (tensor_scale && !a.out.json)
     std::cout << fmt::format("tensor scale {} = {:.9g} (a value is code x block scale x tensor scale; the report "
                              "holds it as results.packed.tensor_scale)\n",
-                             packed["tensor_scale_hex"].get<std::string>(), read_number(packed["tensor_scale"]));
-  }
+                             hex_float(*tensor_scale), *tensor_scale);
   finish_report(rep, a.out);
 }
 
