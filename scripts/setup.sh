@@ -94,6 +94,15 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null
   timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${mmasim_pins[@]}" >/dev/null 2>&1 ||
     echo "setup: ${mmasim_pins[*]} could not be installed from PyPI; the MMA-Sim oracle test fails under scripts/test.sh" >&2
 fi
+# mmaemu: the oracle of cuBLASLt's FP8 GEMM on the RTX 4060 and the H100 PCIe (fast and slow
+# accumulation, split-K schemes, output conversion; tests/python/test_mmaemu_oracle.py), never a
+# runtime dependency. It needs only numpy and torch (pinned above): --no-deps keeps them. Best effort.
+mmaemu_pin="mmaemu==0.1.0"
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null &&
+   ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mmaemu') != '${mmaemu_pin#mmaemu==}')" 2>/dev/null; then
+  timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "$mmaemu_pin" >/dev/null 2>&1 ||
+    echo "setup: $mmaemu_pin could not be installed from PyPI; the mmaemu oracle test fails under scripts/test.sh" >&2
+fi
 # transformers and torchvision: test dependencies only (tests/python/test_torch_intercept_models.py
 # builds GPT-2, Llama, BERT, Mixtral and ResNet-18 from configs and checks that emulate() covers their
 # matrix products). torchvision 0.29.2 takes torch >= 2.14, so torch stays the pinned one; the

@@ -27,7 +27,7 @@ with open(schema_path) as f:
     schema = json.load(f)
 jsonschema.Draft202012Validator.check_schema(schema)
 validator = jsonschema.Draft202012Validator(schema)
-KINDS = ["formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "sweep", "attribute", "search", "gpu-info", "gpu-gemm", "gpu-probe"]
+KINDS = ["formats", "quantize", "analyze", "dot", "mma", "gemm", "allreduce", "train", "sweep", "attribute", "search", "gpu-info", "gpu-gemm", "gpu-probe"]
 
 
 def run(*args, env=None):
@@ -104,6 +104,10 @@ with tempfile.TemporaryDirectory() as tmp:
     st = os.path.join(tmp, "m.safetensors")
     safetensors(st, {"w": rng.standard_normal((8, 64)).astype(np.float32), "g": (rng.standard_normal(256) * 1e-6).astype(np.float16)})
     ga, gb = os.path.join(tmp, "a.npy"), os.path.join(tmp, "b.npy")
+    # One ampere/mma.m16n8k16 (bf16): A 16 x 16, B 16 x 8, C 16 x 8 of small integers (bf16 values).
+    ma, mb, mc = (os.path.join(tmp, f"mma_{x}.npy") for x in "abc")
+    for path, shape in ((ma, (16, 16)), (mb, (16, 8)), (mc, (16, 8))):
+        np.save(path, rng.integers(-8, 8, shape).astype(np.float32))
     np.save(ga, rng.standard_normal((6, 32)).astype(np.float32))
     np.save(gb, rng.standard_normal((32, 5)))
     cfg = os.path.join(tmp, "train.json")
@@ -129,6 +133,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "analyze npy blocks": ["analyze", "--input", npy32, "--formats", "mxfp8_e4m3,e4m3"],
         "analyze safetensors": ["analyze", "--input", st, "--formats", "mxfp8_e4m3,fp16"],
         "dot": ["dot", "--model", "h100", "--a", "1,2,0x1p-20", "--b", "1,1,1"],
+        "mma": ["mma", "--model", "ampere/mma.m16n8k16.f32.bf16.bf16.f32", "--a", ma, "--b", mb, "--c", mc],
         "dot fp32 with c": ["dot", "--model", "fp32-seq", "--a", "0x1p100,1,-0x1p100", "--b", "1,1,1", "--c", "0.5"],
         "gemm": ["gemm", "--m", "16", "--n", "16", "--k", "64", "--model", "fp32-seq,h100,unordered"],
         "gemm sweep": ["gemm", "--m", "8", "--n", "8", "--sweep-k", "16,64", "--model", "a100", "--dist", "cancel"],
@@ -212,6 +217,8 @@ with tempfile.TemporaryDirectory() as tmp:
     broken(G, ["results", "tensors", 0, "exponent_histogram", 0, "count"], ("set", 1.5))
     broken(G, ["config", "formats", 0, "rule"], ("set", "round"))
     broken("dot", ["results", "ulp_error"], ("del",))
+    broken("mma", ["results", "max_ulp_error"], ("del",))
+    broken("mma", ["config", "shape", "m"], ("set", 0))
     broken("dot", ["results", "result_hex"], ("set", 3.0))
     broken("dot", ["results"], ("add", "ulps", 0))
     broken("dot", ["config", "model", "kind"], ("set", "fancy"))

@@ -10,7 +10,7 @@
 namespace precsim {
 
 const std::vector<std::string>& report_kinds() {
-  static const std::vector<std::string> k = {"formats", "quantize", "analyze", "dot", "gemm", "allreduce", "train", "sweep", "attribute", "search"};
+  static const std::vector<std::string> k = {"formats", "quantize", "analyze", "dot", "mma", "gemm", "allreduce", "train", "sweep", "attribute", "search"};
   return k;
 }
 

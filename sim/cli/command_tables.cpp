@@ -118,6 +118,7 @@ std::optional<std::string> command_table(const nlohmann::json& doc) {
   if (kind == "formats") return formats_table(results);
   if (kind == "quantize") return quantize_table(doc.at("config"), results);
   if (kind == "dot") return dot_table(doc.at("config"), results);
+  if (kind == "mma") return mma_table(doc.at("config"), results);
   if (kind == "train" || kind == "demo") return train_table(results);
   if (kind == "analyze") return analyze_table(results);
   if (kind == "sweep") return sweep_points_table(results);

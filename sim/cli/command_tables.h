@@ -25,6 +25,7 @@ std::string allreduce_table_row(const nlohmann::json& run);  // an entry of resu
 std::string formats_table(const nlohmann::json& results);
 std::string quantize_table(const nlohmann::json& config, const nlohmann::json& results);
 std::string dot_table(const nlohmann::json& config, const nlohmann::json& results);
+std::string mma_table(const nlohmann::json& config, const nlohmann::json& results);
 
 // train and demo: the variant table (runner.h's summary_table), the twin's table when the run had
 // a --backend, and with several seeds a line saying what ± is.

@@ -75,4 +75,18 @@ std::string dot_table(const nlohmann::json& config, const nlohmann::json& result
   return out;
 }
 
+std::string mma_table(const nlohmann::json& config, const nlohmann::json& results) {
+  const auto& f = config.at("formats");
+  const auto& sh = config.at("shape");
+  std::string out = fmt::format("instruction {} ({})\n", str(config, "instruction"), str(config.at("model"), "spec"));
+  out += fmt::format("shape       m{} n{} k{}: A {}, B {}, C {}, D {}\n", sh.at("m").get<int64_t>(),
+                     sh.at("n").get<int64_t>(), sh.at("k").get<int64_t>(), str(f.at("a"), "name"),
+                     str(f.at("b"), "name"), str(f.at("c"), "name"), str(f.at("d"), "name"));
+  out += fmt::format("outputs     {}: {} correctly rounded, {} NaN, {} Inf; at most {} ulp of {} from the exact A B + C\n",
+                     results.at("outputs").get<int64_t>(), results.at("correctly_rounded_outputs").get<int64_t>(),
+                     results.at("nan_outputs").get<int64_t>(), results.at("inf_outputs").get<int64_t>(),
+                     results.at("max_ulp_error").get<int64_t>(), str(f.at("d"), "name"));
+  return out;
+}
+
 }  // namespace precsim::cli

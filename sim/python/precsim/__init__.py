@@ -9,7 +9,7 @@ from . import report
 from ._allreduce import allreduce
 from ._arrays import decode, encode, ml_dtype, pack_fp4, quantize, unpack_fp4
 from ._block import BlockEncoded, analyze, block_decode, block_encode, block_quantize, block_scaling_presets, error_stats
-from ._gemm import accum_model, accum_models, dot, gemm
+from ._gemm import accum_model, accum_models, dot, gemm, mma
 from ._optim import Optimizer
 from ._precsim import __version__
 from ._precsim import (BlockPacked, CheckRefused, Format, QuantOptions, QuantStats, ReportError, formats,
@@ -19,7 +19,7 @@ from ._train import recipes, train
 
 __all__ = [
     "Format", "formats", "quantize", "encode", "decode", "ml_dtype", "pack_fp4", "unpack_fp4", "block_quantize",
-    "block_encode", "block_decode", "analyze", "BlockEncoded", "block_scaling_presets", "error_stats", "gemm", "dot", "accum_models",
+    "block_encode", "block_decode", "analyze", "BlockEncoded", "block_scaling_presets", "error_stats", "gemm", "mma", "dot", "accum_models",
     "accum_model", "allreduce", "Optimizer", "Recipe", "train", "recipes", "report", "set_num_threads", "get_num_threads", "QuantOptions",
     "QuantStats", "BlockPacked", "ReportError", "CheckRefused", "__version__",
 ]

@@ -7,7 +7,7 @@ from ._arrays import float32_values, format_name
 
 
 def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp32", check_inputs=False, input_policy=None,
-         out_rounding="nearest-even", trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, a_scales=None,
+         out_rounding="nearest-even", out_overflow="ieee", trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, a_scales=None,
          b_scales=None, block_k=0, a_block_mn=1, b_block_mn=1, a_tensor_scale=1.0, b_tensor_scale=1.0,
          out_dtype=np.float32):
     """C = alpha op(A) op(B) + beta C, each output's K products summed as `model` says (a preset
@@ -19,7 +19,9 @@ def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp
     (input_policy "round", "check" or "trust", which checks nothing, overrides both). Block-scaled operands give
     their decode scales: a_scales (ceil(M / a_block_mn), ceil(K / block_k)), b_scales
     (ceil(N / b_block_mn), ceil(K / block_k)), float32, with NVFP4's tensor scales apart. Returns
-    C (M, N) as out_dtype (float32, or float64 for out_format fp64)."""
+    C (M, N) as out_dtype (float32, or float64 for out_format fp64). out_overflow is the rounding
+    into out_format's overflow ("ieee", or "saturate" as cuBLASLt's FP8 outputs: Inf and values
+    beyond the largest finite one give it)."""
     policy = input_policy if input_policy is not None else "check" if check_inputs else "round"
     A, B = float32_values(a, "a"), float32_values(b, "b")
     if A.ndim != 2 or B.ndim != 2:
@@ -41,10 +43,36 @@ def gemm(a, b, *, model="h100", a_format="bf16", b_format="bf16", out_format="fp
     fn = _c.gemm_f32 if dt == np.float32 else _c.gemm_f64
     a_format, b_format = format_name(a_format, "a_format"), format_name(b_format, "b_format")
     out_format = format_name(out_format, "out_format")
-    fn(A, B, C, m, n, k, model, a_format, b_format, out_format, policy, out_rounding, bool(trans_a),
+    fn(A, B, C, m, n, k, model, a_format, b_format, out_format, policy, out_rounding, out_overflow, bool(trans_a),
        bool(trans_b), float(alpha), float(beta), sa, sb, int(block_k), int(a_block_mn), int(b_block_mn),
        float(a_tensor_scale), float(b_tensor_scale))
     return C
+
+
+def mma(a, b, c, *, model, a_format=None, b_format=None, out_format=None, a_scales=None, b_scales=None,
+        info=False):
+    """D = A B + C by one matrix instruction, C its accumulator input, as `precsim mma` computes it.
+
+    model: ARCH/INSTRUCTION as MMA-Sim names it ("hopper/wgmma.m64n8k32.f32.e4m3.e5m2", see
+    accum_models()), or a GPU preset that picks its instruction by a_format and b_format. a (M, K),
+    b (K, N) and c (M, N) must have the instruction's shape and hold values of its operand and C
+    formats (FP6 and FP4 given as their values); a_format, b_format and out_format (D's) default
+    to the instruction's and must be ones it takes. Block-scaled instructions take decode scales
+    a_scales (M, K/block) and b_scales (N, K/block). Returns D (M, N) float32 (float64 for an FP64
+    D), or (D, a dict of what the instruction resolved to) with info=True. Bad input raises ValueError naming it."""
+    A, B, C = (float32_values(x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))
+    for x, n in ((A, "a"), (B, "b"), (C, "c")):
+        if x.ndim != 2:
+            raise ValueError(f"mma: {n} must be 2-D; got shape {x.shape}")
+    sa = None if a_scales is None else float32_values(a_scales, "a_scales")
+    sb = None if b_scales is None else float32_values(b_scales, "b_scales")
+    names = [None if f is None else format_name(f, n)
+             for f, n in ((a_format, "a_format"), (b_format, "b_format"), (out_format, "out_format"))]
+    D = np.zeros(C.shape, np.float64)
+    got = _c.mma(A, B, C, D, model, *names, sa, sb)
+    if got["d_format"] != "fp64":
+        D = D.astype(np.float32)  # exact: D is FP32 or FP16
+    return (D, got) if info else D
 
 
 def dot(a, b, *, model="fp32-seq", a_format="fp32", b_format="fp32", c=0.0, out_format=None, status=False):

@@ -15,6 +15,7 @@
 #include "precsim/sim/accum/accum_model.h"
 #include "precsim/sim/accum/gemm.h"
 #include "precsim/sim/accum/accum_model_json.h"
+#include "precsim/sim/accum/mma.h"
 #include "py_common.h"
 #include "py_json.h"
 #include "signals.h"
@@ -52,7 +53,7 @@ BlockScales scales_of(const std::optional<Array<const float>>& s, const char* na
 }
 
 struct GemmCall {
-  std::string model, a_format, b_format, out_format, input_policy, out_rounding;
+  std::string model, a_format, b_format, out_format, input_policy, out_rounding, out_overflow;
   bool trans_a = false, trans_b = false;
   double alpha = 1, beta = 0;
   std::optional<Array<const float>> a_scales, b_scales;
@@ -71,6 +72,7 @@ nb::dict run_gemm(const GemmCall& call, Array<const float> a, Array<const float>
   g.out_format = format_by_name(call.out_format);
   g.input_policy = parse_policy(call.input_policy);
   g.out_options.rounding = parse_rounding(call.out_rounding);
+  g.out_options.overflow = parse_overflow(call.out_overflow);
   g.alpha = call.alpha, g.beta = call.beta;
   g.a_scales = scales_of(call.a_scales, "a_scales", m, k, call.block_k, call.a_block_mn, call.a_tensor_scale);
   g.b_scales = scales_of(call.b_scales, "b_scales", n, k, call.block_k, call.b_block_mn, call.b_tensor_scale);
@@ -100,17 +102,17 @@ void def_gemm(nb::module_& m, const char* name) {
         [](Array<const float> a, Array<const float> b, Array<C> c, int64_t m_, int64_t n, int64_t k,
            const std::string& model, const std::string& a_format, const std::string& b_format,
            const std::string& out_format, const std::string& input_policy, const std::string& out_rounding,
-           bool trans_a, bool trans_b, double alpha, double beta, std::optional<Array<const float>> a_scales,
+           const std::string& out_overflow, bool trans_a, bool trans_b, double alpha, double beta, std::optional<Array<const float>> a_scales,
            std::optional<Array<const float>> b_scales, int64_t block_k, int64_t a_block_mn, int64_t b_block_mn,
            float a_tensor_scale, float b_tensor_scale) {
-          const GemmCall call{model, a_format, b_format, out_format, input_policy, out_rounding, trans_a, trans_b,
+          const GemmCall call{model, a_format, b_format, out_format, input_policy, out_rounding, out_overflow, trans_a, trans_b,
                               alpha, beta, a_scales, b_scales, block_k, a_block_mn, b_block_mn, a_tensor_scale,
                               b_tensor_scale};
           return run_gemm<C>(call, a, b, c, m_, n, k);
         },
         nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c").noconvert(), nb::arg("m"), nb::arg("n"),
         nb::arg("k"), nb::arg("model"), nb::arg("a_format"), nb::arg("b_format"), nb::arg("out_format"),
-        nb::arg("input_policy"), nb::arg("out_rounding"), nb::arg("trans_a"), nb::arg("trans_b"), nb::arg("alpha"),
+        nb::arg("input_policy"), nb::arg("out_rounding"), nb::arg("out_overflow"), nb::arg("trans_a"), nb::arg("trans_b"), nb::arg("alpha"),
         nb::arg("beta"), nb::arg("a_scales").none(), nb::arg("b_scales").none(), nb::arg("block_k"),
         nb::arg("a_block_mn"), nb::arg("b_block_mn"), nb::arg("a_tensor_scale"), nb::arg("b_tensor_scale"));
 }
@@ -153,9 +155,48 @@ std::pair<double, std::string> dot(Array<const float> a, Array<const float> b, d
   return {r, status_to_string(status)};
 }
 
+MmaMatrix matrix(const std::optional<Array<const float>>& x) {
+  if (!x) return {};
+  if (x->ndim() != 2) throw std::invalid_argument("mma: operands and scales must be 2-D arrays");
+  return {std::span<const float>(x->data(), x->size()), int64_t(x->shape(0)), int64_t(x->shape(1))};
+}
+
+std::optional<Format> optional_format(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  return format_by_name(*name);
+}
+
+// precsim.mma: D = A B + C by one instruction, D written into d (C's shape, float64: every D format
+// fits); returns what the instruction resolved to.
+nb::dict mma_call(Array<const float> a, Array<const float> b, Array<const float> c, Array<double> d,
+                  const std::string& model, std::optional<std::string> a_format, std::optional<std::string> b_format,
+                  std::optional<std::string> out_format, std::optional<Array<const float>> a_scales,
+                  std::optional<Array<const float>> b_scales) {
+  const MmaOperands x{matrix(a), matrix(b), matrix(c), matrix(a_scales), matrix(b_scales)};
+  const MmaInstruction ins = resolve_mma(model, optional_format(a_format), optional_format(b_format),
+                                         optional_format(out_format), x.c.rows, x.c.cols, x.a.cols);
+  std::vector<double> r;
+  {
+    nb::gil_scoped_release release;
+    r = mma(ins, x);
+  }
+  if (d.size() != r.size()) throw std::invalid_argument("mma: the output array does not have C's shape");
+  std::copy(r.begin(), r.end(), d.data());
+  nb::dict info;
+  info["instruction"] = ins.name;
+  info["m"] = ins.m, info["n"] = ins.n, info["k"] = ins.k;
+  info["a_format"] = ins.a.name, info["b_format"] = ins.b.name;
+  info["c_format"] = ins.c.name, info["d_format"] = ins.d.name;
+  info["model"] = py_from_json(to_json(ins.model));
+  return info;
+}
+
 }  // namespace
 
 void bind_gemm(nb::module_& m) {
+  m.def("mma", &mma_call, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c").noconvert(),
+        nb::arg("d").noconvert(), nb::arg("model"), nb::arg("a_format").none(), nb::arg("b_format").none(),
+        nb::arg("out_format").none(), nb::arg("a_scales").none(), nb::arg("b_scales").none());
   def_gemm<float>(m, "gemm_f32");
   def_gemm<double>(m, "gemm_f64");
   m.def("dot", &dot, nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("c"), nb::arg("model"),

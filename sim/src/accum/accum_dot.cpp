@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -120,8 +121,46 @@ AccumEngine::AccumEngine(const AccumModel& m, const Format& a_fmt, const Format&
     throw std::invalid_argument("the unordered model has no defined summation order; use it in gemm only");
 }
 
+// cuBLASLt's FP8 split-K as mmaemu 0.1.0 models it (model/plan.py): K cut into k-tiles, each split
+// a run of tiles (contiguous, 128 wide) or every S-th tile (serial, pairwise, 64 wide), its own
+// chain from zero (c enters the first split); the partials added in the combine format.
+double AccumEngine::tiled_split(const DotOperands& x, double c, uint32_t& st) const {
+  const int64_t S = m_.split_k;
+  const bool runs = m_.split_k_scheme == SplitKScheme::kContiguous;
+  const int64_t tile = runs ? 128 : 64, tiles = (x.k + tile - 1) / tile, q = (tiles + S - 1) / S;
+  std::vector<double> p(static_cast<size_t>(S));
+  std::vector<float> ga, gb;
+  for (int64_t s = 0; s < S; ++s) {
+    ga.clear();
+    gb.clear();
+    for (int64_t t = runs ? s * q : s; t < (runs ? std::min(tiles, (s + 1) * q) : tiles); t += runs ? 1 : S) {
+      for (int64_t i = t * tile; i < std::min(x.k, (t + 1) * tile); ++i) {
+        ga.push_back(x.a[i * x.sa]);
+        gb.push_back(x.b[i * x.sb]);
+      }
+    }
+    p[s] = dot_slice({ga.data(), 1, gb.data(), 1, static_cast<int64_t>(ga.size())}, s == 0 ? c : 0.0, st);
+  }
+  const Format& cf = m_.kind == AccumKind::kBlockFma ? fp32_ : m_.acc;
+  QuantOptions co;
+  co.rounding = m_.kind == AccumKind::kBlockFma ? Rounding::kNearestEven : m_.rounding;
+  if (m_.split_k_scheme != SplitKScheme::kPairwise) {
+    double r = p[0];
+    for (int64_t s = 1; s < S; ++s) r = round_sum(cf, co, r, p[s], st);
+    return r;
+  }
+  const int64_t h = (S + 1) / 2;
+  double r = p[S - 1];
+  for (int64_t i = 0; i < h; ++i)
+    r = round_sum(cf, co, r, i + h < S - 1 ? round_sum(cf, co, p[i], p[i + h], st) : p[i], st);
+  return r;
+}
+
 double AccumEngine::dot(const DotOperands& x, double c, uint32_t& st) const {
   if (m_.split_k <= 1 || x.k == 0) return dot_slice(x, c, st);
+  if (m_.split_k_scheme == SplitKScheme::kContiguous || m_.split_k_scheme == SplitKScheme::kSerial ||
+      m_.split_k_scheme == SplitKScheme::kPairwise)
+    return tiled_split(x, c, st);
   int64_t len = (x.k + m_.split_k - 1) / m_.split_k;
   // Slices hold whole blocks (and whole promotion intervals), as a tiled kernel cuts K.
   int64_t grain = m_.kind == AccumKind::kBlockFma ? m_.block.block_size : 1;

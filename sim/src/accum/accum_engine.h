@@ -65,6 +65,7 @@ class AccumEngine {
 
  private:
   double dot_slice(const DotOperands& x, double c, uint32_t& st) const;
+  double tiled_split(const DotOperands& x, double c, uint32_t& st) const;  // contiguous, serial, pairwise
   double sequential(const DotOperands& x, double c, uint32_t& st) const;
   double pairwise(const DotOperands& x, double c, uint32_t& st) const;
   double kahan(const DotOperands& x, double c, uint32_t& st) const;

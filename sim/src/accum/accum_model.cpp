@@ -24,6 +24,7 @@ const Format& fp64() { return detail::fp64_format(); }
 constexpr const char* kSrcFasi = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021)";
 constexpr const char* kSrcKm = "Khattak & Mikaitis, arXiv:2512.07004 (KM26 models)";
 constexpr const char* kSrcMma = "Xie et al., MMA-Sim, arXiv:2511.10909";
+constexpr const char* kSrcMmaemu = "mmaemu 0.1.0 model/plan.py";
 // The block-FMA model and where each preset's parameters were measured: docs/reference/sources.md.
 constexpr const char* kRef = "docs/reference/sources.md, block-FMA model";
 
@@ -170,6 +171,13 @@ std::vector<AccumModel> make_presets() {
                          "L40S / RTX 4090 fp8 mma k32 = 2 x 16: 13 fraction bits, e8m13 result");
     m.block.out_frac_bits = 13;
     p.push_back(m);
+    // cuBLASLt's FP8 GEMM without fast accumulation (torch._scaled_mm's default) on Ada.
+    m.name = "ada-fp8-promote";
+    m.promote_every = 128;
+    m.source += "; " + std::string(kSrcMmaemu) + " (RTX 4060, cuBLASLt 12.8.3.14, use_fast_accum=False)";
+    m.description = "L40S / RTX 4090 fp8 as cuBLASLt runs it without fast accumulation: chains of 128 products "
+                    "from zero, each added to FP32 (nearest-even)";
+    p.push_back(m);
   }
   p.push_back(block("h100", 16, 25, -133, 1, std::string(kSrcKm) + " H100TC.m; " + kSrcMma + " Hopper",
                     "H100/H200 fp16/bf16 wgmma: blocks of 16, 25 fraction bits, FP32 result truncated"));
@@ -186,7 +194,8 @@ std::vector<AccumModel> make_presets() {
     p.push_back(m);
     m.name = "h100-fp8-promote";
     m.promote_every = 128;
-    m.source += "; CUTLASS 2xAcc mma_promotion_interval 4 x k32";
+    m.source += "; CUTLASS 2xAcc mma_promotion_interval 4 x k32; " + std::string(kSrcMmaemu) +
+                " (H100 PCIe, cuBLASLt 12.8.3.14, use_fast_accum=False)";
     m.description = "H100/H200 fp8 wgmma with the inner e8m13 accumulator added to FP32 every 128 products";
     p.push_back(m);
   }
@@ -241,7 +250,11 @@ SplitKScheme parse_scheme(std::string_view v) {
   if (v == "compute") return SplitKScheme::kComputeType;
   if (v == "output") return SplitKScheme::kOutputType;
   if (v == "inplace") return SplitKScheme::kInplace;
-  bad(fmt::format("accumulation model: splitk_scheme '{}' unknown; allowed: compute, output, inplace", v));
+  if (v == "contiguous") return SplitKScheme::kContiguous;
+  if (v == "serial") return SplitKScheme::kSerial;
+  if (v == "pairwise") return SplitKScheme::kPairwise;
+  bad(fmt::format("accumulation model: splitk_scheme '{}' unknown; allowed: compute, output, inplace, contiguous, "
+                  "serial, pairwise", v));
 }
 
 void validate_in_instruction_scales(const AccumModel& m) {
@@ -466,6 +479,9 @@ std::string_view to_string(SplitKScheme s) {
     case SplitKScheme::kComputeType: return "compute";
     case SplitKScheme::kOutputType: return "output";
     case SplitKScheme::kInplace: return "inplace";
+    case SplitKScheme::kContiguous: return "contiguous";
+    case SplitKScheme::kSerial: return "serial";
+    case SplitKScheme::kPairwise: return "pairwise";
   }
   return "?";
 }

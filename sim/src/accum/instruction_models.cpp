@@ -182,7 +182,7 @@ AccumModel instruction_model(const InstructionInfo& r, std::string_view name) {
   return m;
 }
 
-AccumModel instruction_model(std::string_view spec) {
+InstructionShape find_instruction(std::string_view spec) {
   const size_t slash = spec.find('/');
   const std::string arch(spec.substr(0, slash));
   const std::string name(spec.substr(slash + 1));
@@ -195,15 +195,19 @@ AccumModel instruction_model(std::string_view spec) {
   for (const InstructionInfo& r : instruction_table()) {
     if (r.arch != arch) continue;
     if (r.family == "mfma" ? name == "mfma." + r.rest : nv && r.family == family && r.k == k && r.rest == rest) {
-      if (r.family != "mfma") {
-        const auto ms = values_of(r.ms), ns = values_of(r.ns);
-        if (std::find(ms.begin(), ms.end(), m) == ms.end() || std::find(ns.begin(), ns.end(), n) == ns.end())
-          bad(fmt::format("instruction '{}': {} has this instruction as {} only", spec, arch, r.pattern()));
-      }
-      return instruction_model(r, name);
+      if (r.family == "mfma") return {&r, name, values_of(r.ms).front(), values_of(r.ns).front(), r.k};
+      const auto ms = values_of(r.ms), ns = values_of(r.ns);
+      if (std::find(ms.begin(), ms.end(), m) == ms.end() || std::find(ns.begin(), ns.end(), n) == ns.end())
+        bad(fmt::format("instruction '{}': {} has this instruction as {} only", spec, arch, r.pattern()));
+      return {&r, name, m, n, k};
     }
   }
   bad(fmt::format("instruction '{}' does not exist on {} (MMA-Sim's list); valid: {}", name, arch, valid_names(arch)));
+}
+
+AccumModel instruction_model(std::string_view spec) {
+  const InstructionShape s = find_instruction(spec);
+  return instruction_model(*s.row, s.name);
 }
 
 AccumModel pick_instruction(std::string_view arch, const Format& a, const Format& b) {

@@ -35,6 +35,13 @@
 //   splitk=INT          K cut into this many contiguous slices summed independently
 //   splitk_scheme=compute|output|inplace  where slices are combined: in the accumulator format
 //                       (compute), or in the GEMM output format (output, inplace)
+//   splitk_scheme=contiguous|serial|pairwise  cuBLASLt's FP8 split-K as mmaemu 0.1.0 names it
+//                       (model/plan.py): contiguous: runs of 128-wide k-tiles, split s the tiles
+//                       [s*q, (s+1)*q), q = ceil(T/S) (H100); serial, pairwise: 64-wide k-tiles, split s
+//                       the tiles t = s mod S (RTX 4060). Partials added in FP32 (nearest-even):
+//                       serial and contiguous ((p0 + p1) + p2)..., pairwise h = ceil(S/2),
+//                       slot_i = p_i + p_(i+h) where i + h < S - 1, else p_i, then
+//                       ((p_(S-1) + slot_0) + slot_1)...; promote restarts within each split
 //   F2=INT              tr: fraction bits of the second stage (CDNA3: 31)
 //   parity=0|1          tr: products summed as two interleaved halves (even k, odd k) first (CDNA3 FP8)
 //   ops=A+B             operand formats the model takes (an instruction's types); others refused
@@ -73,6 +80,9 @@ enum class SplitKScheme : uint8_t {
   kComputeType,  // slices combined in the accumulator format (cuBLASLt COMPUTE_TYPE)
   kOutputType,   // slices combined in the GEMM output format (OUTPUT_TYPE)
   kInplace,      // slices added into the output in the output format (INPLACE); same sums here
+  kContiguous,   // mmaemu's "contiguous" (H100 cuBLASLt): 128-wide k-tiles in runs, partials in order
+  kSerial,       // mmaemu's "serial" (RTX 4060): 64-wide k-tiles t mod S, partials in order
+  kPairwise,     // mmaemu's "pairwise": the serial layout, partials added as cuBLASLt's customOption 1
 };
 
 // Parameters of the block-FMA model (reference section 2.1).

@@ -40,6 +40,14 @@ bool is_instruction_spec(std::string_view head);
 // The model of one instruction; std::invalid_argument for an unknown architecture (listing them)
 // or an instruction it does not have (listing those it has).
 AccumModel instruction_model(std::string_view arch_and_instruction);
+// The row of one instruction name and the shape the name gives (MFMA: its M, N and K); the same
+// errors as instruction_model.
+struct InstructionShape {
+  const InstructionInfo* row = nullptr;
+  std::string name;  // without the ARCH/ part
+  int m = 0, n = 0, k = 0;
+};
+InstructionShape find_instruction(std::string_view arch_and_instruction);
 AccumModel instruction_model(const InstructionInfo& row, std::string_view name);
 // The instruction ARCH uses for operands a and b (the first in MMA-Sim's order with FP32 output,
 // not block-scaled); std::invalid_argument listing the operand pairs it has.
