@@ -254,6 +254,7 @@ TEST_F(CliFlags, NoCommandPrintsItsHelpOnAnError) {
       {"quantize", {"-f", "quantize -f e9m9x 1", {"e9m9x", "known formats: fp64"}}},
       {"analyze", {"--sort", "analyze --dist normal -f e4m3 --sort best", {"best", "allowed: qsnr, flushed, mse"}}},
       {"dot", {"--model", "dot --model h99 --a 1 --b 1", {"h99", "presets: fp32-seq"}}},
+      {"mma", {"--model", "mma --model h99 --a a.npy --b b.npy", {"h99", "presets: fp32-seq"}}},
       {"models", {"--arch", "models --arch pascal", {"pascal", "allowed: volta"}}},
       {"gemm", {"--c-format", "gemm --m 4 --n 4 --k 4 --c-format e9m9x", {"--c-format", "e9m9x", "known formats"}}},
       {"allreduce", {"-a", "allreduce -a spiral", {"spiral", "allowed: ring, tree, naive, fp32-accumulate"}}},

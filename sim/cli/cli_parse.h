@@ -16,7 +16,7 @@ inline constexpr const char* kAccumSpecHelp =
     "PRESET, PRESET:key=value[:...] or KIND[:key=value...] with KIND seq|pairwise|kahan|exact|block|unordered; keys: "
     "acc=FORMAT, round=MODE, fma=0|1, n=INT (products per block), F=INT (fraction bits after alignment), final=MODE, "
     "ofb=INT, norm=0|1, floor=INT, insub=0|1, outsub=0|1, cnan=0|1, split=INT, promote=INT (FP32 promotion every N "
-    "products), promote_round=MODE, splitk=INT, splitk_scheme=compute|output|inplace, tf32=MODE (round, final, promote_round: MODE = nearest-even|nearest-away|"
+    "products), promote_round=MODE, splitk=INT, splitk_scheme=compute|output|inplace|contiguous|serial|pairwise, tf32=MODE (round, final, promote_round: MODE = nearest-even|nearest-away|"
     "toward-zero|up|down|odd; tf32: toward-zero|nearest-even|nearest-away; FORMAT: a format name or eXmY[:options]); or a JSON "
     "object with the same keys and \"kind\"";
 

@@ -90,6 +90,11 @@ void write_d(const std::string& path, const MmaInstruction& ins, const std::vect
 
 void run(const Args& args) {
   check_output(args.out);
+  try {
+    parse_accum_model(args.model);  // a bad name is refused before any file is read
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
   const Matrix a = read_matrix("--a", args.a), b = read_matrix("--b", args.b);
   Matrix c = read_matrix("--c", args.c);
   if (args.c.empty()) c = {std::vector<float>(static_cast<size_t>(a.rows * b.cols), 0.0f), a.rows, b.cols};
