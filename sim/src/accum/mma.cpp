@@ -76,7 +76,8 @@ MmaInstruction resolve_mma(const std::string& spec, const std::optional<Format>&
   MmaInstruction ins;
   if (!parsed.pick.empty()) {
     if (!a || !b)
-      bad(fmt::format("'{}' picks its {} instruction by the operand formats: give both (a_format and b_format)", spec,
+      bad(fmt::format("'{}' picks its {} instruction by the operand formats: give both (a_format and b_format, "
+                      "--a-format and --b-format)", spec,
                       parsed.pick));
     s = pick_row(parsed.pick, *a, *b, d, m, n, k);
     ins.model = instruction_model(*s.row, s.name);
