@@ -4,13 +4,12 @@ for bit in fp32, bf16-amp, mxfp8, bf16-amp with attention.opmath low and nvfp4 w
 gradients, attention included; nvfp4, whose stochastic rounding precsim's transformer keys by a
 running tensor count, differs by its rounding noise only, within the bound docs/torch-coverage.md
 states."""
-import contextlib
 
 import numpy as np
 import pytest
 
 import precsim
-from conftest import need
+from conftest import correctly_rounded_sqrt, need
 
 torch = need("torch")
 pt = need("precsim.torch")
@@ -45,17 +44,6 @@ LOW_STEPS = 4
 NVFP4_REL_BOUND = 0.06
 
 
-@contextlib.contextmanager
-def _correctly_rounded_sqrt():
-    # torch's CPU float32 sqrt is not correctly rounded (test_torch_optim.py); precsim's AdamW is.
-    saved = torch.Tensor.sqrt
-    torch.Tensor.sqrt = lambda self: torch.from_numpy(np.sqrt(self.detach().numpy()))
-    try:
-        yield
-    finally:
-        torch.Tensor.sqrt = saved
-
-
 def train_torch(problem, recipe, steps=STEPS):
     """Per-step losses of TinyGPT under emulate(recipe) with torch's AdamW (single-tensor, no decay)."""
     model = pt.TinyGPT.from_problem(problem)
@@ -63,7 +51,7 @@ def train_torch(problem, recipe, steps=STEPS):
     opt = torch.optim.AdamW(model.parameters(), lr=0.003, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                             foreach=False)
     losses = []
-    with _correctly_rounded_sqrt():
+    with correctly_rounded_sqrt():
         for step in range(steps):
             tokens, targets, valid, mask = problem["batch_of"](step)
             emu.step = step
@@ -125,3 +113,19 @@ def test_tiny_gpt_nvfp4_differs_by_its_stochastic_rounding_only(problem, referen
     print(f"\nnvfp4 vs precsim train: largest relative loss difference {rel.max():.3f} at step {rel.argmax()}")
     assert not np.array_equal(ours, ref)
     assert rel.max() < NVFP4_REL_BOUND
+
+
+def test_config_is_the_tiny_gpt_experiment(cli, tmp_path):
+    """CONFIG is `precsim train --experiment tiny-gpt`'s: its report's config, key for key."""
+    import json
+    out = tmp_path / "tiny-gpt.json"
+    cli("train", "--experiment", "tiny-gpt", "--steps", "1", "--recipes", "fp32", "--out", out)
+    theirs = json.loads(out.read_text())["config"]
+    for key in ("batch", "seed"):
+        assert theirs[key] == CONFIG[key]
+    for key in ("model", "data", "optimizer"):
+        assert {k: theirs[key][k] for k in CONFIG[key]} == CONFIG[key], key
+    # The rest of the model and optimizer is at the defaults TinyGPT and train_torch assume.
+    assert theirs["model"]["tied"] and theirs["model"]["outlier_scale"] == 1.0
+    assert theirs["optimizer"]["weight_decay"] == 0.0 and theirs["optimizer"]["clip_norm"] == 0.0
+    assert not theirs["optimizer"]["cosine"] and theirs["optimizer"]["warmup_steps"] == 0
