@@ -1,6 +1,7 @@
 """Shared fixtures of the Python tests: the CLI to compare against, the torch twin of `precsim
 train`'s MLP, and the rule that under CI (CI or PRECSIM_REQUIRE_ORACLES=1) a missing torch or
 ml_dtypes fails instead of skipping."""
+import contextlib
 import importlib
 import os
 import subprocess
@@ -52,6 +53,20 @@ def gemm_operands(tmp_path):
         return a, b, tmp_path / "a.npy", tmp_path / "b.npy"
 
     return make
+
+@contextlib.contextmanager
+def correctly_rounded_sqrt():
+    """torch.Tensor.sqrt correctly rounded (NumPy's) while inside: torch's CPU float32 sqrt is not
+    (test_torch_optim.py), precsim's AdamW's is."""
+    import numpy as np
+    import torch
+    saved = torch.Tensor.sqrt
+    torch.Tensor.sqrt = lambda self: torch.from_numpy(np.sqrt(self.detach().numpy()))
+    try:
+        yield
+    finally:
+        torch.Tensor.sqrt = saved
+
 
 def mlp_twin(problem, dtype=None):
     """The torch MLP (Linear, ReLU, ..., Linear) with `precsim train`'s initial weights, from

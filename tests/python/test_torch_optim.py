@@ -6,25 +6,14 @@ torch's CPU square root is not correctly rounded in this build (MKL/SLEEF vector
 for about 17% of float32 inputs, measured in test_torch_cpu_sqrt_is_not_correctly_rounded), while
 precsim's is (IEEE 754), as CUDA's sqrtf is by default; the AdamW comparison runs torch with a
 correctly rounded sqrt so that it compares the optimizer, not the square root."""
-import contextlib
 
 import numpy as np
 import pytest
 
 import precsim
-from conftest import need
+from conftest import correctly_rounded_sqrt, need
 
 torch = need("torch")
-
-
-@contextlib.contextmanager
-def _correctly_rounded_sqrt():
-    saved = torch.Tensor.sqrt
-    torch.Tensor.sqrt = lambda self: torch.from_numpy(np.sqrt(self.detach().numpy()))
-    try:
-        yield
-    finally:
-        torch.Tensor.sqrt = saved
 
 
 def _grads(rng, n, steps, scale=1e-2):
@@ -51,7 +40,7 @@ def test_adamw_steps_equal_torch_bit_for_bit(wd):
     w0 = rng.normal(0, 1, n).astype(np.float32)
     grads = _grads(rng, n, steps)
     cfg = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": wd}
-    with _correctly_rounded_sqrt():
+    with correctly_rounded_sqrt():
         w_t, st = _torch_run(lambda ps: torch.optim.AdamW(ps, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                                               weight_decay=wd), w0, grads)
     ours = precsim.Optimizer(w0, cfg, recipe="fp32")
@@ -173,7 +162,7 @@ def test_torch_cpu_sqrt_is_not_correctly_rounded():
     frac = float(np.mean(ulps != 0))
     print(f"torch {torch.__version__} CPU sqrt: {frac:.1%} of float32 values one ulp off")
     if frac == 0:
-        pytest.fail("torch's sqrt is correctly rounded here: drop _correctly_rounded_sqrt and update the docstring")
+        pytest.fail("torch's sqrt is correctly rounded here: drop conftest.correctly_rounded_sqrt and update the docstring")
 
 
 def test_optimizer_refuses_bad_input():

@@ -9,9 +9,11 @@
 #include <stdexcept>
 
 #include "precsim/sim/data/data.h"
+#include "precsim/sim/data/seq_data.h"
 #include "precsim/sim/model/layers.h"
 #include "precsim/sim/experiment/runner.h"
 #include "precsim/sim/model/mlp.h"
+#include "precsim/sim/model/transformer.h"
 #include "precsim/sim/train/recipe.h"
 #include "precsim/sim/train/recipe_linear.h"
 #include "py_common.h"
@@ -58,6 +60,65 @@ nb::dict mlp_problem(nb::handle config, uint64_t seed) {
     layers.append(nb::make_tuple(owned(w, {size_t(s.out), size_t(s.in)}), owned(b, {size_t(s.out)})));
   }
   out["layers"] = layers;
+  out["batch"] = c.batch;
+  out["steps"] = c.steps;
+  return out;
+}
+
+// A (rows, cols) float32 array of the `count` parameters at `at`.
+nb::ndarray<nb::numpy, float> param(const std::vector<double>& p, size_t at, std::vector<size_t> shape) {
+  size_t count = 1;
+  for (size_t s : shape) count *= s;
+  return owned(std::vector<double>(p.begin() + long(at), p.begin() + long(at + count)), std::move(shape));
+}
+
+// The transformer's initial parameters by torch name (precsim.torch.TinyGPT's), in layout order.
+nb::dict transformer_params(const TransformerLayout& l, const std::vector<double>& p) {
+  const size_t C = size_t(l.width), H = size_t(l.hidden), V = size_t(l.vocab);
+  nb::dict out;
+  out["wte"] = param(p, l.wte, {V, C});
+  out["wpe"] = param(p, l.wpe, {size_t(l.context), C});
+  for (size_t i = 0; i < l.blocks.size(); ++i) {
+    const BlockSlots& s = l.blocks[i];
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    const std::pair<const char*, std::pair<size_t, std::vector<size_t>>> slots[] = {
+        {"ln1.weight", {s.ln1_w, {C}}},       {"ln1.bias", {s.ln1_b, {C}}},
+        {"attn.qkv.weight", {s.qkv_w, {3 * C, C}}}, {"attn.qkv.bias", {s.qkv_b, {3 * C}}},
+        {"attn.proj.weight", {s.proj_w, {C, C}}},   {"attn.proj.bias", {s.proj_b, {C}}},
+        {"ln2.weight", {s.ln2_w, {C}}},       {"ln2.bias", {s.ln2_b, {C}}},
+        {"mlp.fc.weight", {s.fc_w, {H, C}}},  {"mlp.fc.bias", {s.fc_b, {H}}},
+        {"mlp.proj.weight", {s.fcproj_w, {C, H}}}, {"mlp.proj.bias", {s.fcproj_b, {C}}}};
+    for (const auto& [name, slot] : slots) out[(b + name).c_str()] = param(p, slot.first, slot.second);
+  }
+  out["lnf.weight"] = param(p, l.lnf_w, {C});
+  out["lnf.bias"] = param(p, l.lnf_b, {C});
+  if (!l.tied) out["head.weight"] = param(p, l.head, {V, C});
+  return out;
+}
+
+nb::dict transformer_problem(nb::handle config, uint64_t seed) {
+  const TrainConfig c = train_config_of(config);
+  if (c.model_type != ModelKind::kTransformer)
+    throw std::invalid_argument("model.type '" + std::string(to_string(c.model_type)) + "': transformer_problem needs "
+                                "model.type transformer");
+  const SeqDataset d = make_seq_dataset(c.seq_data, c.transformer.context, seed);
+  const TransformerLayout l = make_transformer_layout(c.transformer, d.vocab);
+  const size_t rows = size_t(d.train_rows + d.heldout_rows), T = size_t(d.context);
+  nb::dict out;
+  out["params"] = transformer_params(l, init_transformer(l, c.transformer, seed));
+  out["tokens"] = owned_array(d.tokens, {rows, T});
+  out["targets"] = owned_array(d.targets, {rows, T});
+  out["valid"] = owned_array(d.valid, {rows, T});
+  out["loss_mask"] = owned_array(d.loss_mask, {rows, T});
+  out["train_rows"] = d.train_rows;
+  out["vocab"] = l.vocab;
+  out["context"] = l.context;
+  out["width"] = l.width;
+  out["heads"] = l.heads;
+  out["layers"] = int(l.blocks.size());
+  out["mlp_ratio"] = c.transformer.mlp_ratio;
+  out["tied"] = l.tied;
+  out["outlier_scale"] = l.outlier_scale;
   out["batch"] = c.batch;
   out["steps"] = c.steps;
   return out;
@@ -128,6 +189,9 @@ void bind_linear(nb::module_& m) {
         nb::arg("rows"), nb::arg("classes"));
   m.def("mlp_problem", &mlp_problem, nb::arg("config"), nb::arg("seed"),
         "The data and initial weights `precsim train` uses for an MLP config and seed.");
+  m.def("transformer_problem", &transformer_problem, nb::arg("config"), nb::arg("seed"),
+        "The token data, initial weights (by precsim.torch.TinyGPT's parameter names) and sizes `precsim train` "
+        "uses for a transformer config and seed.");
   m.def("batch_indices", [](int train_count, int batch, uint64_t seed, uint64_t step) {
     std::vector<int> idx;
     batch_indices(idx, train_count, batch, seed, step);

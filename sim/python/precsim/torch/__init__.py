@@ -17,6 +17,9 @@ from ._linear import Linear, matmul
 from ._run import Run
 from ._side_by_side import side_by_side
 from ._attribute import attribute
+from . import ops
+from ._tiny_gpt import TinyGPT, token_cross_entropy, transformer_problem
 
 __all__ = ["quantize", "block_quantize", "cross_entropy", "Linear", "matmul", "emulate", "Emulation", "Coverage",
-           "allreduce_hook", "Run", "side_by_side", "attribute"]
+           "allreduce_hook", "Run", "side_by_side", "attribute", "ops", "TinyGPT", "token_cross_entropy",
+           "transformer_problem"]

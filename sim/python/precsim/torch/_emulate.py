@@ -23,7 +23,9 @@ import precsim
 from precsim._recipe import Recipe
 
 from ._coverage import Coverage, DispatchCounter
-from ._handlers import HANDLERS, Fallback
+from ._fallback import Fallback
+from ._handlers import HANDLERS
+from ._opmath import count_left_in_fp32
 from ._products import Site
 from ._select import Layers, RecipeArg, make_plan
 
@@ -82,6 +84,7 @@ class _ProductMode(TorchFunctionMode):
         if entry is None:
             if func in _RECURRENT:
                 return self.emu._recurrent(func, args, kwargs)
+            count_left_in_fp32(self.emu, func)
             return self.emu._fallback(func, args, kwargs, None)
         name, handler = entry
         try:
@@ -185,6 +188,14 @@ class Emulation:
             engine = precsim._precsim.RecipeLinear(r._typed, self.seed, layer)
             self._engines[(layer, attention)] = engine
         return Site(engine, self._cur_step, fqn or "<root>", op)
+
+    def _recipe_here(self, op: str) -> Recipe:
+        """The recipe of the running module, for an op that rounds without a product of its own."""
+        fqn = self._stack[-1][0]
+        recipe = self._recipes.get(fqn)
+        if recipe is None:
+            raise Fallback(f"module {fqn or '<root>'!r} is left out by the selection")
+        return recipe
 
     def _derive(self, recipe: Recipe, what: str, fn: Callable[[Recipe], Any]) -> Any:
         key = (id(recipe), what)

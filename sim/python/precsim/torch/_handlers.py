@@ -15,14 +15,16 @@ from torch import nn
 
 from ._autograd import quantize
 from ._conv import conv, conv_transpose
+from ._fallback import Fallback
 from ._products import CastWeights, GemmProduct, LinearProduct
+from ._opmath import LOW_HANDLERS
+from ._ops_emulated import OPS_HANDLERS, low_opmath, weight_grad_rounder
+from ._ops_fn import SoftmaxFn
 from ._sdpa import sdpa
 
 _FLOAT = (torch.float32, torch.float16, torch.bfloat16)
 
 
-class Fallback(Exception):
-    """Run torch's own function; reason says why (counted in the coverage)."""
 
 
 def _floats(*ts: Any) -> None:
@@ -159,8 +161,10 @@ def h_sdpa(emu, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
     key = lambda which: (sites[which].step, 0, which)
     round_scores = (lambda t, which: t) if fmt == "fp32" else \
         (lambda t, which: quantize(t, fmt, rounding=rounding, seed=emu.seed, key=key(which)))
+    low = low_opmath(emu, "sdpa")
+    softmax = (lambda s: torch.softmax(s, dim=-1)) if low is None else (lambda s: SoftmaxFn.apply(s, low))
     out, flops = sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, product=product,
-                      round_scores=round_scores)
+                      round_scores=round_scores, softmax=softmax)
     emu._count("sdpa", flops)
     return out
 
@@ -172,7 +176,9 @@ def h_embedding(emu, input, weight, padding_idx=None, max_norm=None, norm_type=2
     _floats(weight)
     site = emu._site("embedding")
     emu._count("embedding", 0)
-    return F.embedding(input, CastWeights.apply(weight, site), padding_idx, None, norm_type, scale_grad_by_freq, sparse)
+    # A sparse gradient (sparse=True) passes unrounded: precsim rounds dense arrays.
+    table = CastWeights.apply(weight, site, None if sparse else weight_grad_rounder(emu, "embedding"))
+    return F.embedding(input, table, padding_idx, None, norm_type, scale_grad_by_freq, sparse)
 
 
 HANDLERS: Dict[Any, Tuple[str, Callable[..., Any]]] = {
@@ -191,3 +197,8 @@ HANDLERS: Dict[Any, Tuple[str, Callable[..., Any]]] = {
     F.scaled_dot_product_attention: ("sdpa", h_sdpa),
     F.embedding: ("embedding", h_embedding),
 }
+
+# precsim.torch.ops: precsim's own non-matrix operations, with the recipe's rounding points; and
+# torch's softmax, normalisations and activations in a low opmath.
+HANDLERS.update(OPS_HANDLERS)
+HANDLERS.update(LOW_HANDLERS)

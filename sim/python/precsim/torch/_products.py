@@ -139,14 +139,16 @@ class GemmProduct(torch.autograd.Function):
 
 
 class CastWeights(torch.autograd.Function):
-    """A weight rounded into the recipe's weights format (an embedding table), straight-through."""
+    """A weight rounded into the recipe's weights format (an embedding table); its gradient passes
+    straight through, rounded by grad_round (the weight-gradient format) when given."""
 
     @staticmethod
-    def forward(ctx, w, site):
+    def forward(ctx, w, site, grad_round=None):
         wc = as_numpy(w, "weight").copy()
         site.engine.cast_weights(wc, 0, site.step)
+        ctx.grad_round = grad_round
         return from_numpy(wc).reshape(w.shape).to(w.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        return g, None
+        return (g if ctx.grad_round is None else ctx.grad_round(g).to(g.dtype)), None, None
