@@ -38,7 +38,7 @@ fi
 # effort as before; a missing torch makes the Python tests fail under CI.
 venv="$here/build/venv"
 pins=("ml_dtypes==0.7.0" "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0" "torch==2.15.0"
-      "hypothesis==6.170.17")
+      "hypothesis==6.170.17" "mypy==2.4.1")
 if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$here/build"
   /usr/bin/python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || true
@@ -60,6 +60,11 @@ fi
 if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import hypothesis, sys; sys.exit(hypothesis.__version__ != '${pins[5]#hypothesis==}')" 2>/dev/null; then
   timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[5]}" >/dev/null 2>&1 ||
     echo "setup: ${pins[5]} could not be installed from PyPI; the property tests fail under CI" >&2
+fi
+# mypy for tests/python_types_test.py, pinned: another version finds other errors.
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mypy') != '${pins[6]#mypy==}')" 2>/dev/null; then
+  timeout 300 "$venv/bin/pip" install -q --disable-pip-version-check "${pins[6]}" >/dev/null 2>&1 ||
+    echo "setup: ${pins[6]} could not be installed from PyPI; the type check fails under CI" >&2
 fi
 if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   echo "setup: installing ${pins[4]} into build/venv (~3 GB: minutes)" >&2

@@ -11,11 +11,14 @@ from ._arrays import decode, encode, ml_dtype, pack_fp4, quantize, unpack_fp4
 from ._block import BlockEncoded, analyze, block_decode, block_encode, block_quantize, block_scaling_presets, error_stats
 from ._gemm import accum_model, accum_models, dot, gemm, mma
 from ._optim import Optimizer
-from ._precsim import __version__
+from . import _precsim
 from ._precsim import (BlockPacked, CheckRefused, Format, QuantOptions, QuantStats, ReportError, formats,
                        get_num_threads, set_num_threads)
 from ._recipe import Recipe
 from ._train import recipes, train
+
+# Read as an attribute: the extension's stub does not list module attributes.
+__version__: str = getattr(_precsim, "__version__")
 
 __all__ = [
     "Format", "formats", "quantize", "encode", "decode", "ml_dtype", "pack_fp4", "unpack_fp4", "block_quantize",

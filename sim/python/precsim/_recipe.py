@@ -92,7 +92,7 @@ class Recipe:
 
     def __repr__(self) -> str:
         # The keys that differ from the preset, as the replace() call that makes this recipe.
-        changes = _diff(self.to_dict(), Recipe.preset(self.preset).to_dict())
+        changes = _diff(self.to_dict(), Recipe._from_preset(self.preset).to_dict())
         changes.pop("preset", None)
         text = f"Recipe.preset({self.preset!r})"
         if changes:
@@ -124,7 +124,7 @@ def as_recipe(recipe: RecipeLike, what: str = "recipe") -> Recipe:
     if isinstance(recipe, Recipe):
         return recipe
     if isinstance(recipe, str):
-        return Recipe.preset(recipe)
+        return Recipe._from_preset(recipe)
     if isinstance(recipe, Mapping):
         return Recipe.from_dict(recipe)
     raise TypeError(f"{what} must be a precsim.Recipe, a preset name or a dict, not {type(recipe).__name__}")

@@ -94,7 +94,11 @@ void bind_arrays(nb::module_& m) {
       .def_ro("overflow", &QuantStats::overflow)
       .def_ro("saturated", &QuantStats::saturated)
       .def_ro("nan", &QuantStats::nan)
-      .def("__eq__", [](const QuantStats& a, const QuantStats& b) { return a == b; })
+      .def("__eq__", [](const QuantStats& a, nb::handle b) -> nb::object {
+        // Any object may be compared: one that is not a QuantStats is not equal (NotImplemented).
+        if (!nb::isinstance<QuantStats>(b)) return nb::borrow(Py_NotImplemented);
+        return nb::bool_(a == nb::cast<const QuantStats&>(b));
+      }, nb::sig("def __eq__(self, other: object, /) -> bool"))
       .def("__repr__", [](const QuantStats& s) {
         return "QuantStats(count=" + std::to_string(s.count) + ", inexact=" + std::to_string(s.inexact) +
                ", underflow_to_zero=" + std::to_string(s.underflow_to_zero) + ", subnormal=" +

@@ -1,4 +1,6 @@
 // precsim.Format and precsim.formats(): the format table as Python objects.
+#include <stdexcept>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -60,7 +62,18 @@ void bind_formats(nb::module_& m) {
       .def_prop_ro("smallest_subnormal", &Format::min_subnormal)
       .def_ro("nmant", &Format::man_bits)
       .def_ro("nexp", &Format::exp_bits)
-      .def("__eq__", [](const Format& a, const Format& b) { return a == b; })
+      .def("__eq__", [](const Format& a, nb::handle b) -> nb::object {
+        // Any object may be compared. A str is read as a format name, as where a Format is taken
+        // (implicitly convertible), and one that names no format is not equal; other objects
+        // leave it to Python (NotImplemented).
+        if (nb::isinstance<Format>(b)) return nb::bool_(a == nb::cast<const Format&>(b));
+        if (!nb::isinstance<nb::str>(b)) return nb::borrow(Py_NotImplemented);
+        try {
+          return nb::bool_(a == format_by_name(nb::cast<std::string>(b)));
+        } catch (const std::invalid_argument&) {
+          return nb::bool_(false);
+        }
+      }, nb::sig("def __eq__(self, other: object, /) -> bool"))
       .def("__hash__", [](const Format& f) { return std::hash<std::string>{}(f.name); })
       .def("__repr__", [](const Format& f) { return "Format('" + f.name + "')"; });
   nb::implicitly_convertible<std::string, Format>();

@@ -152,7 +152,9 @@ json parse_text(const std::string& text, const std::string& what) {
 
 json json_from_py(nb::handle value, const std::string& what) { return ToJson(what).value(value, nullptr, 0); }
 
-nb::object py_from_json(const json& j) {
+namespace {
+
+nb::object to_py(const json& j) {
   switch (j.type()) {
     case json::value_t::boolean: return nb::bool_(j.get<bool>());
     case json::value_t::number_integer:
@@ -167,17 +169,21 @@ nb::object py_from_json(const json& j) {
     }
     case json::value_t::array: {
       nb::list out;
-      for (const json& e : j) out.append(py_from_json(e));
+      for (const json& e : j) out.append(to_py(e));
       return out;
     }
     case json::value_t::object: {
       nb::dict out;
-      for (const auto& [k, v] : j.items()) out[nb::str(k.data(), k.size())] = py_from_json(v);
+      for (const auto& [k, v] : j.items()) out[nb::str(k.data(), k.size())] = to_py(v);
       return out;
     }
     default: return nb::none();  // null, discarded; binary values are not in any document
   }
 }
+
+}  // namespace
+
+nb::any py_from_json(const json& j) { return nb::steal<nb::any>(to_py(j).release()); }
 
 json parse_json_file(const std::string& path, const std::string& what) {
   errno = 0;

@@ -22,7 +22,8 @@ namespace nb = nanobind;
 nlohmann::json json_from_py(nb::handle value, const std::string& what);
 
 // A JSON value as json.loads(j.dump()) gives it: NaN and Infinity as None (dump writes them null).
-nb::object py_from_json(const nlohmann::json& j);
+// Typed typing.Any in the stub: its shape is the document's, which the Python wrappers annotate.
+nb::any py_from_json(const nlohmann::json& j);
 
 // A JSON file (a config or check rules) read and parsed: a missing file raises FileNotFoundError
 // (OSError), as Python's open() did; invalid JSON a ValueError "<what>: not valid JSON: ...".

@@ -47,7 +47,7 @@ Recipe recipe_replaced(const Recipe& r, nb::handle changes) {
   return recipe_named(std::move(j));
 }
 
-nb::object recipe_dict(const Recipe& r) {
+nb::any recipe_dict(const Recipe& r) {
   nlohmann::json j = recipe_to_json(r);
   j["name"] = r.name;
   return py_from_json(j);

@@ -43,7 +43,7 @@ namespace {
 // first). Ctrl-C stops it after the step in progress, as the CLI's SIGINT does: the report of what
 // finished ("status": "interrupted") is written to `out` and set as the KeyboardInterrupt's
 // `report` attribute, and the KeyboardInterrupt is raised.
-nb::object train(nb::handle config, bool deterministic, std::optional<std::string> out) {
+nb::any train(nb::handle config, bool deterministic, std::optional<std::string> out) {
   const TrainConfig c = train_config_of(config);
   try {
     if (out) check_writable(*out);
@@ -73,7 +73,7 @@ nb::object train(nb::handle config, bool deterministic, std::optional<std::strin
       os_error(e);
     }
   }
-  nb::object report = py_from_json(doc);
+  nb::any report = py_from_json(doc);
   if (signals.raised()) {
     signals.set_attr("report", report);
     signals.rethrow();
@@ -89,7 +89,7 @@ nlohmann::json document_of(nb::handle doc, const std::string& what) {
   return load_report(path);
 }
 
-nb::object check(nb::handle baseline, nb::handle run, nb::handle rules, std::optional<double> rtol,
+nb::any check(nb::handle baseline, nb::handle run, nb::handle rules, std::optional<double> rtol,
                  std::optional<double> atol) {
   const nlohmann::json base = document_of(baseline, "baseline"), doc = document_of(run, "run");
   std::optional<nlohmann::json> rule_doc;
@@ -115,7 +115,7 @@ nb::object check(nb::handle baseline, nb::handle run, nb::handle rules, std::opt
 // A report of `kind` around results computed in Python (precsim.torch.side_by_side): the tool
 // block, the digest and the environment as every report of the CLI has them (the caller sets the
 // environment's wall time and writes the file).
-nb::object make_report(const std::string& kind, nb::handle config, nb::handle seeds, nb::handle results,
+nb::any make_report(const std::string& kind, nb::handle config, nb::handle seeds, nb::handle results,
                        bool deterministic, const std::vector<std::string>& command_line) {
   Report r(kind);
   r.config() = json_from_py(config, "config");
@@ -140,7 +140,7 @@ std::vector<AttributionUnit> torch_units(const std::string& kind, const std::vec
   return attribution_units(TrainConfig{}, kind, only);
 }
 
-nb::object attribution_results_of(const Recipe& r, const std::string& kind, const std::vector<std::string>& only,
+nb::any attribution_results_of(const Recipe& r, const std::string& kind, const std::vector<std::string>& only,
                                   const std::string& metric,
                                   const std::vector<std::vector<std::vector<double>>>& metrics,
                                   const std::vector<double>& chaos_loss, const std::vector<double>& reference_heldout,
@@ -167,7 +167,7 @@ std::vector<std::string> validate(nb::handle report) {
   return validate_report(doc);
 }
 
-nb::object compare(nb::handle report, const std::string& a, const std::string& b, const std::string& metric) {
+nb::any compare(nb::handle report, const std::string& a, const std::string& b, const std::string& metric) {
   const nlohmann::json doc = document_of(report, "report");
   nlohmann::json out;
   {

@@ -29,7 +29,7 @@ def _names_message(names: List[str]) -> str:
 
 
 def _recipe_keys() -> set:
-    return set(precsim.Recipe.preset("fp32").to_dict()) | {"name", "preset", "keep_bf16_layers", "layers"}
+    return set(precsim.Recipe._from_preset("fp32").to_dict()) | {"name", "preset", "keep_bf16_layers", "layers"}
 
 
 def _patterns(recipe: Any, names: List[str]) -> Dict[str, Recipe]:
