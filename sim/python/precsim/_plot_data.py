@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 KINDS = ("train", "sweep", "attribute", "analyze", "gemm")
 
@@ -177,8 +177,9 @@ def gemm_data(results: Mapping[str, Any]) -> GemmData:
     return d
 
 
-EXTRACT = {"train": train_data, "sweep": sweep_data, "attribute": attribute_data, "analyze": analyze_data,
-           "gemm": gemm_data}
+# Each reads its kind's results into that kind's data class.
+EXTRACT: Dict[str, Callable[[Any], Any]] = {
+    "train": train_data, "sweep": sweep_data, "attribute": attribute_data, "analyze": analyze_data, "gemm": gemm_data}
 
 
 def data_of(report: Mapping[str, Any]) -> Tuple[str, Any]:
