@@ -31,6 +31,8 @@ const std::map<std::string, std::string> kRuns = {
     {"gpu info", "gpu info"},
     {"gpu gemm", "gpu gemm"},
     {"gpu probe", "gpu probe"},
+    // --out is checked before the operands are read: the files need not exist.
+    {"mma", "mma --model ampere/mma.m16n8k16.f32.bf16.bf16.f32 --a a.npy --b b.npy"},
 };
 
 class CliOut : public test_support::CliTempDirTest {
