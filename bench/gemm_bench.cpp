@@ -1,5 +1,6 @@
 // Emulated GEMM throughput in GMAC/s against OpenBLAS's cblas_sgemm (what NumPy runs) in the same
-// run, square shapes 512, 1024, 2048 on one thread, and 2048 on two threads (the scaling target).
+// run, square shapes 512, 1024, 2048 on one thread, and 2048 on two threads (the scaling target);
+// instruction models (ARCH/INSTRUCTION) at 2048 only.
 // Built with OpenBLAS when CMake finds it (bench/CMakeLists.txt); without it only the emulated
 // kernels run. OpenBLAS picks its kernel for the CPU at run time; the emulated kernels pick their
 // Highway target at run time (bit-identical on every target). Run with
@@ -81,6 +82,13 @@ void BM_Fp32FmaBf16(benchmark::State& state) { run_model(state, "fp32-fma", "bf1
 void BM_BlockFmaA100Bf16(benchmark::State& state) { run_model(state, "a100", "bf16"); }
 void BM_BlockFmaH100Bf16(benchmark::State& state) { run_model(state, "h100", "bf16"); }
 void BM_BlockFmaH100Fp8Promote(benchmark::State& state) { run_model(state, "h100-fp8-promote", "e4m3"); }
+// Instruction models by name (ARCH/INSTRUCTION): the block-FMA kernel with the instruction's parameters.
+void BM_InstrAmpereBf16(benchmark::State& state) { run_model(state, "ampere/mma.m16n8k16.f32.bf16.bf16.f32", "bf16"); }
+void BM_InstrHopperBf16(benchmark::State& state) { run_model(state, "hopper/wgmma.m64n8k16.f32.bf16.bf16", "bf16"); }
+void BM_InstrHopperE4m3(benchmark::State& state) { run_model(state, "hopper/wgmma.m64n8k32.f32.e4m3.e4m3", "e4m3"); }
+void BM_InstrBlackwellE4m3(benchmark::State& state) {
+  run_model(state, "blackwell/tcgen05.mma.m128n8k32.kind::f8f6f4.f32.e4m3.e4m3", "e4m3");
+}
 
 // {size, threads}; the benchmark's name ends in /size/threads.
 #define SIZES                                                                                            \
@@ -94,6 +102,13 @@ BENCHMARK(BM_Fp32FmaBf16) SIZES;
 BENCHMARK(BM_BlockFmaA100Bf16) SIZES;
 BENCHMARK(BM_BlockFmaH100Bf16) SIZES;
 BENCHMARK(BM_BlockFmaH100Fp8Promote) SIZES;
+// The instruction models at the target's size only.
+#define TARGET_SIZE                                                                                  \
+  ->Args({2048, 1})->Args({2048, 2})->ArgNames({"size", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_InstrAmpereBf16) TARGET_SIZE;
+BENCHMARK(BM_InstrHopperBf16) TARGET_SIZE;
+BENCHMARK(BM_InstrHopperE4m3) TARGET_SIZE;
+BENCHMARK(BM_InstrBlackwellE4m3) TARGET_SIZE;
 
 }  // namespace
 

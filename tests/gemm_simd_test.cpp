@@ -19,10 +19,13 @@ namespace {
 
 const Format kFp32 = format_by_name("fp32");
 
-enum class Dist { kNormal, kWideExponents, kCancelling };
+enum class Dist { kNormal, kWideExponents, kCancelling, kFloatLimits };
 
 // Values of f: normal, or normal times 2^e with e spread over f's range (subnormals and zeros
-// included), or rows whose second half negates the first (sums near zero).
+// included), or rows whose second half negates the first (sums near zero), or binades spread over
+// [-51, 62] with zeros, each row holding both ends: the limits of the float-lane block kernel for
+// F = 24 and 25 (smallest product 2^-102 = 2^(F-127) at F = 25, largest below 2^126), where its
+// products underflow and its alignment scales reach the ends of float's range.
 std::vector<float> operand(const Format& f, int64_t rows, int64_t cols, Dist dist, uint64_t stream) {
   std::vector<float> v(static_cast<size_t>(rows * cols));
   fill_normal(v, 17, stream);
@@ -30,6 +33,18 @@ std::vector<float> operand(const Format& f, int64_t rows, int64_t cols, Dist dis
     const int lo = std::max(f.emin() - f.man_bits, -140), hi = std::min(f.emax() - 2, 100);
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = std::ldexp(v[i], lo + static_cast<int>(uniform01(17, stream + 100, i) * (hi - lo)));
+  }
+  if (dist == Dist::kFloatLimits) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const size_t col = i % static_cast<size_t>(cols);
+      int ignored = 0;
+      const float sig = 2 * std::frexp(v[i], &ignored);                            // magnitude in [1, 2)
+      const int e = -51 + static_cast<int>(uniform01(17, stream + 200, i) * 110);  // sums stay finite
+      v[i] = col == 0       ? std::copysign(0x1.4p-51f, sig)
+             : col == 1     ? std::copysign(0x1.8p62f, sig)
+             : col % 7 == 3 ? 0.0f
+                            : std::ldexp(sig, e);
+    }
   }
   quantize(f, v, v);
   if (dist == Dist::kCancelling)
@@ -60,7 +75,8 @@ void expect_gemm_equals_dot(const Case& cs, int64_t m, int64_t n, int64_t k, int
       const std::span<const float> row(a.data() + i * k, k), col(bt.data() + j * k, k);
       const float want = static_cast<float>(accum_dot(model, row, col, 0, in, in, nullptr, &kFp32));
       const float got = c[i * n + j];
-      ASSERT_TRUE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want) || (std::isnan(got) && std::isnan(want)))
+      ASSERT_TRUE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want) ||
+                  (std::isnan(got) && std::isnan(want)))
           << cs.model << " on " << cs.in << ": C[" << i << "][" << j << "] = " << got << " (" << std::hexfloat << got
           << "), scalar path " << want;
     }
@@ -77,6 +93,9 @@ const Case kCases[] = {
     {"v100", "fp16", Dist::kCancelling},
     {"h100", "bf16", Dist::kWideExponents},
     {"h100", "bf16", Dist::kCancelling},
+    {"h100", "bf16", Dist::kFloatLimits},
+    {"a100", "bf16", Dist::kFloatLimits},
+    {"b200-fp8", "e4m3", Dist::kNormal},  // half-block int32 sums added in double
     {"h100-tf32", "tf32", Dist::kNormal},
     {"h100-fp8-fast", "e4m3", Dist::kNormal},
     {"h100-fp8-promote", "e4m3", Dist::kWideExponents},
@@ -96,7 +115,7 @@ TEST(GemmSimd, EveryTargetGivesTheScalarPathsBits) {
     for (const Case& cs : kCases) {
       SCOPED_TRACE(target + " " + cs.model + " " + cs.in + " dist " + std::to_string(int(cs.dist)));
       expect_gemm_equals_dot(cs, 11, 37, 600, 2);  // K crosses slice boundaries (FP32 512, block FMA 256)
-      expect_gemm_equals_dot(cs, 3, 5, 7, 1);       // smaller than one tile
+      expect_gemm_equals_dot(cs, 3, 5, 7, 1);      // smaller than one tile
     }
   }
   force_quantize_simd_target("");
@@ -118,7 +137,8 @@ TEST(GemmSimd, NonFiniteOperandsTakeTheScalarPath) {
       for (int64_t j = 0; j < n; ++j) {
         const double want = accum_dot(model, {a.data() + i * k, size_t(k)}, {bt.data() + j * k, size_t(k)}, 0, bf16,
                                       bf16, nullptr, &kFp32);
-        EXPECT_TRUE(c[i * n + j] == want || (std::isnan(c[i * n + j]) && std::isnan(want))) << name << " " << i << "," << j;
+        EXPECT_TRUE(c[i * n + j] == want || (std::isnan(c[i * n + j]) && std::isnan(want)))
+            << name << " " << i << "," << j;
       }
     EXPECT_EQ(st.nan_outputs, static_cast<uint64_t>(m)) << name;      // column 3
     EXPECT_EQ(st.inf_outputs, static_cast<uint64_t>(n - 1)) << name;  // the rest of row 0

@@ -34,8 +34,7 @@ void seq_f64_gemm(const KernelArgs& x, double* acc);
 void eigen_gemm(const KernelArgs& x, double* acc);
 // The block-FMA model on every output, vectorised where block_fma_supported(); false (nothing
 // written) where the model's parameters or non-finite operands need the scalar path.
-bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a_fmt, const Format& b_fmt,
-                    double* acc);
+bool block_fma_gemm(const KernelArgs& x, const AccumEngine& eng, const Format& a_fmt, const Format& b_fmt, double* acc);
 
 // --- The dispatched micro-kernels and what the drivers need to know of them. ---
 struct TileShape {
@@ -55,13 +54,14 @@ inline constexpr int32_t kNoExponentI32 = -(1 << 30) + 256;
 
 // The block-FMA parameters a vector lane needs (reference section 2.1).
 struct BlockFmaPlan {
-  int block_size;     // n
-  int promote_every;  // N_C; 0: blocks chain over the whole K
-  double frac_bits;   // F
-  double floor;       // alignment-exponent floor
-  double acc_emin;    // the accumulator format's emin (subnormal accumulators keep it)
-  int drop_bits;      // 52 - output fraction bits
-  bool nearest_even;  // final rounding (else toward zero)
+  int block_size;               // n
+  int promote_every;            // N_C; 0: blocks chain over the whole K
+  double frac_bits;             // F
+  double floor;                 // alignment-exponent floor
+  double acc_emin;              // the accumulator format's emin (subnormal accumulators keep it)
+  int drop_bits;                // 52 - output fraction bits
+  bool nearest_even;            // final rounding (else toward zero)
+  bool int32_sum;               // float-lane kernel: a whole block's int32 terms sum below 2^31
   double min_normal, overflow;  // results outside [min_normal, overflow) go to the scalar path
 };
 // Per output of one panel: running block result, FP32 outer (promoted) sum, redo flag (0 or 1).
@@ -77,6 +77,14 @@ int64_t block_fma_width();
 // promotion boundary.
 void block_fma_row_panel(const BlockFmaPlan& pl, const double* av, const int32_t* ae, const double* pv,
                          const int32_t* pe, int64_t kl, BlockState state);
+// Exponent of zero operands in the float-lane kernel's int16 exponents: the sum of two fits int16.
+inline constexpr int16_t kNoExponentI16 = -16384;
+// The same in float lanes (values as floats, exponents as int16), for operands that
+// block_fma_f32_fits():
+// outputs per panel on the current target, 0 where the target has no such kernel.
+int64_t block_fma_f32_width();
+void block_fma_f32_row_panel(const BlockFmaPlan& pl, const float* av, const int16_t* ae, const float* pv,
+                             const int16_t* pe, int64_t kl, BlockState state);
 // The Highway target the micro-kernels use now.
 std::string gemm_simd_target();
 
