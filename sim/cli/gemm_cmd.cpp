@@ -12,6 +12,7 @@
 
 #include "accum_model_arg.h"
 #include "cli_common.h"
+#include "npy_matrix_arg.h"
 #include "cli_parse.h"
 #include "command_tables.h"
 #include "precsim/formats/quantize.h"
@@ -43,14 +44,7 @@ struct Args {
 };
 
 NpyArray read_matrix(const char* option, const std::string& path) {
-  NpyArray x;
-  try {
-    x = read_npy(path);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("{}: {}", option, e.what()));
-  }
-  if (x.shape.size() != 2)
-    throw UsageError(fmt::format("{} '{}': a matrix needs 2 dimensions, the file has {}", option, path, x.shape.size()));
+  NpyArray x = read_matrix_file(option, path, [](const std::string& p) { return read_npy(p); });
   if (x.descr != "<f4" && x.descr != "<f8" && x.descr != "<f2")
     throw UsageError(fmt::format("{} '{}': dtype {} is not supported; allowed: float16 (<f2), float32 (<f4), float64 (<f8)",
                                  option, path, x.descr));

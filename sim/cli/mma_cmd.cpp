@@ -12,6 +12,7 @@
 #include "cli_common.h"
 #include "cli_parse.h"
 #include "command_tables.h"
+#include "npy_matrix_arg.h"
 #include "precsim/formats/rounding.h"
 #include "precsim/reports/npy.h"
 #include "precsim/sim/accum/accum_model_json.h"
@@ -37,14 +38,7 @@ struct Matrix {
 
 Matrix read_matrix(const char* option, const std::string& path) {
   if (path.empty()) return {};
-  FloatTensor t;
-  try {
-    t = read_npy_floats(path);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("{}: {}", option, e.what()));
-  }
-  if (t.shape.size() != 2)
-    throw UsageError(fmt::format("{} '{}': a matrix needs 2 dimensions, the file has {}", option, path, t.shape.size()));
+  FloatTensor t = read_matrix_file(option, path, [](const std::string& p) { return read_npy_floats(p); });
   return {std::move(t.values), int64_t(t.shape[0]), int64_t(t.shape[1])};
 }
 
